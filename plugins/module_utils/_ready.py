@@ -1,0 +1,201 @@
+# -*- coding: utf-8 -*-
+# Copyright: llmops.specdec contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Readiness of a vLLM / SGLang server: one bounded probe cycle over its unit and its HTTP API.
+
+Used by the engine_ready module. The caller injects ``open_url`` (HTTP) and ``run_command``
+(systemctl), so tests run the real logic against a local HTTP server and a fake systemctl.
+
+Ready means:
+  vLLM:   GET /health is 200 AND GET /v1/models lists the expected model (any model if none given).
+  SGLang: GET /health_generate is 200 (it runs a 1-token generation, unlike vLLM's /health).
+
+A cycle fails fast (Crashed) when the unit is failed, inactive, waiting to auto-restart, or its
+NRestarts grew past the caller's baseline: under Restart=always a dying engine is restarted by
+systemd, and without this check the wait would poll a crash loop until the overall timeout.
+"""
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import time
+from urllib.error import HTTPError, URLError
+
+from ansible_collections.llmops.specdec.plugins.module_utils import _systemd
+
+UNIT_PROPS = [
+    'ActiveState', 'SubState', 'Result', 'NRestarts', 'MainPID',
+    'ExecMainStatus', 'ExecMainCode', 'ExecMainStartTimestampMonotonic', 'LoadState',
+]
+
+# (path, what must hold) per engine; /v1/models is checked separately for vLLM.
+HEALTH_PATH = {'vllm': '/health', 'sglang': '/health_generate'}
+
+POLL_INTERVAL = 2.0
+# One request may not use the whole cycle: SGLang's /health_generate waits up to 20 s by itself.
+MAX_REQUEST_TIMEOUT = 25.0
+
+
+UnitQueryError = _systemd.SystemdError
+
+
+class Crashed(Exception):
+    """The unit died or restarted while we waited: waiting longer cannot help."""
+
+    def __init__(self, msg, state):
+        super().__init__(msg)
+        self.msg = msg
+        self.state = state
+
+
+def _int(value, default=0):
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return default
+
+
+def unit_state(run_command, unit):
+    """Return the unit's state as a small dict with stable snake_case keys."""
+    props = _systemd.show(run_command, unit, UNIT_PROPS)
+    state = {
+        'unit': unit,
+        'load_state': props.get('LoadState', ''),
+        'active_state': props.get('ActiveState', ''),
+        'sub_state': props.get('SubState', ''),
+        'result': props.get('Result', ''),
+        'n_restarts': _int(props.get('NRestarts')),
+        'main_pid': _int(props.get('MainPID')),
+        'exec_main_status': _int(props.get('ExecMainStatus')),
+        'exec_main_code': _int(props.get('ExecMainCode')),
+        'running_seconds': None,
+    }
+    started_us = _int(props.get('ExecMainStartTimestampMonotonic'))
+    if started_us and state['active_state'] in ('active', 'activating', 'reloading'):
+        # systemd's monotonic timestamps are CLOCK_MONOTONIC in microseconds, as is time.monotonic().
+        state['running_seconds'] = max(0, int(time.monotonic() - started_us / 1e6))
+    return state
+
+
+def describe_state(state):
+    text = '%s %s/%s' % (state['unit'], state['active_state'], state['sub_state'])
+    if state.get('running_seconds') is not None:
+        text += ' for %d s' % state['running_seconds']
+    return text
+
+
+def check_crash(state, since_restarts):
+    """Raise Crashed when the unit's state says the engine died; return None otherwise."""
+    unit = state['unit']
+    exit_info = 'last exit status %d, result %s' % (state['exec_main_status'], state['result'] or 'unknown')
+    if state['load_state'] == 'not-found':
+        raise Crashed('%s does not exist (LoadState=not-found)' % unit, state)
+    if state['active_state'] == 'failed':
+        raise Crashed('%s failed (%s); see journalctl -u %s' % (unit, exit_info, unit), state)
+    if state['active_state'] == 'activating' and state['sub_state'] == 'auto-restart':
+        raise Crashed('%s exited and waits to be restarted by systemd (%s, NRestarts=%d); see journalctl -u %s'
+                      % (unit, exit_info, state['n_restarts'], unit), state)
+    if state['active_state'] in ('inactive', 'deactivating'):
+        raise Crashed('%s is %s/%s, not starting (%s); see journalctl -u %s'
+                      % (unit, state['active_state'], state['sub_state'], exit_info, unit), state)
+    if since_restarts is not None and state['n_restarts'] > since_restarts:
+        raise Crashed('%s restarted %d time(s) while waiting (NRestarts %d -> %d, %s): the engine is '
+                      'crash-looping under Restart=always; see journalctl -u %s'
+                      % (unit, state['n_restarts'] - since_restarts, since_restarts,
+                         state['n_restarts'], exit_info, unit), state)
+
+
+def http_get(open_url, url, timeout, headers=None):
+    """GET url; return (status or None, body bytes, error text or None). Never raises for I/O."""
+    try:
+        resp = open_url(url, method='GET', timeout=timeout, headers=headers or {},
+                        follow_redirects='none', validate_certs=True)
+        try:
+            return resp.getcode(), resp.read(), None
+        finally:
+            resp.close()
+    except HTTPError as e:
+        return e.code, b'', 'HTTP %d' % e.code
+    except URLError as e:
+        reason = e.reason
+        if isinstance(reason, ConnectionRefusedError):
+            return None, b'', 'connection refused'
+        if isinstance(reason, (socket.timeout, TimeoutError)):
+            return None, b'', 'timed out after %.0f s' % timeout
+        return None, b'', str(reason)
+    except (socket.timeout, TimeoutError):
+        return None, b'', 'timed out after %.0f s' % timeout
+    except ConnectionRefusedError:
+        return None, b'', 'connection refused'
+    except (OSError, ValueError, http.client.HTTPException) as e:  # reset / bad status line at startup
+        return None, b'', '%s: %s' % (type(e).__name__, e)
+
+
+def model_ids(body):
+    """The model ids listed by an OpenAI-style /v1/models body; None when the body is not that."""
+    try:
+        doc = json.loads(body.decode('utf-8'))
+        return [m['id'] for m in doc['data']]
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def probe_http(open_url, base_url, engine, model=None, timeout=10.0, api_key=None):
+    """One probe of the engine's API. Return (ready, detail text)."""
+    base = base_url.rstrip('/')
+    health = HEALTH_PATH[engine]
+    status, body, err = http_get(open_url, base + health, timeout)
+    if status != 200:
+        return False, '%s: %s' % (health, err or 'HTTP %s' % status)
+    if engine != 'vllm':
+        return True, '%s: 200' % health
+    headers = {'Authorization': 'Bearer %s' % api_key} if api_key else None
+    status, body, err = http_get(open_url, base + '/v1/models', timeout, headers)
+    if status != 200:
+        return False, '%s: 200, /v1/models: %s' % (health, err or 'HTTP %s' % status)
+    ids = model_ids(body)
+    if ids is None:
+        return False, '%s: 200, /v1/models: not an OpenAI model list' % health
+    if model is not None and model not in ids:
+        return False, '%s: 200, /v1/models lists %s, not %r' % (health, ids, model)
+    if model is None and not ids:
+        return False, '%s: 200, /v1/models lists no model' % health
+    return True, '%s: 200, /v1/models lists %s' % (health, ', '.join(ids))
+
+
+def probe_cycle(open_url, run_command, url, engine, unit=None, model=None, timeout=30.0,
+                since_restarts=None, api_key=None, interval=POLL_INTERVAL, clock=time.monotonic,
+                sleep=time.sleep):
+    """Poll until ready or until ``timeout`` seconds pass; raise Crashed on a dead unit.
+
+    Returns a dict: ready, msg, state (unit state dict or None), elapsed, probes.
+    """
+    t0 = clock()
+    deadline = t0 + max(0.0, float(timeout))
+    probes = 0
+    while True:
+        state = None
+        if unit:
+            state = unit_state(run_command, unit)
+            check_crash(state, since_restarts)
+        remaining = deadline - clock()
+        request_timeout = min(MAX_REQUEST_TIMEOUT, max(1.0, remaining))
+        ready, detail = probe_http(open_url, url, engine, model, request_timeout, api_key)
+        probes += 1
+        where = describe_state(state) if state else url
+        if ready:
+            return _result(True, 'ready: %s, %s' % (where, detail), state, clock() - t0, probes)
+        if unit:
+            # The engine may have died during the request; report that rather than the HTTP error.
+            state = unit_state(run_command, unit)
+            check_crash(state, since_restarts)
+            where = describe_state(state)
+        remaining = deadline - clock()
+        if remaining <= 0:
+            return _result(False, 'loading: %s, %s' % (where, detail), state, clock() - t0, probes)
+        sleep(min(interval, remaining))
+
+
+def _result(ready, msg, state, elapsed, probes):
+    return {'ready': ready, 'msg': msg, 'state': state, 'elapsed': round(elapsed, 1), 'probes': probes}

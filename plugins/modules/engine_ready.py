@@ -1,0 +1,218 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: llmops.specdec contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: engine_ready
+short_description: Probe whether a vLLM or SGLang server is ready, for one bounded cycle
+version_added: 0.1.0
+description:
+  - Polls the inference server's HTTP API for at most O(timeout) seconds and returns whether it is ready.
+  - "vLLM is ready when C(GET /health) answers 200 and C(GET /v1/models) lists O(model)
+    (any model when O(model) is omitted). SGLang is ready when C(GET /health_generate) answers 200."
+  - When O(unit) is given, the systemd unit's state is read on every poll, and the module fails at once
+    when the unit is failed, inactive, waiting for an automatic restart, or has restarted more often than
+    O(since_restarts). A crash-looping engine under C(Restart=always) therefore fails the wait in seconds
+    instead of at the overall timeout.
+  - Meant to be called in an C(until) loop, so each cycle prints a line and long loads show progress.
+    See the P(llmops.specdec.spec_server#role) role's C(wait_ready.yml).
+  - The module never changes anything.
+author:
+  - llmops.specdec contributors
+options:
+  url:
+    description:
+      - Base URL of the server, without a path, for example C(http://127.0.0.1:8000).
+    type: str
+    required: true
+  engine:
+    description:
+      - Which engine serves O(url); it selects the readiness check.
+    type: str
+    required: true
+    choices: [vllm, sglang]
+  unit:
+    description:
+      - The systemd unit running the engine. When set, its state is checked on every poll (fail fast).
+    type: str
+  model:
+    description:
+      - Model name that C(/v1/models) must list (vLLM's C(--served-model-name), or the model argument).
+      - Ignored for SGLang.
+    type: str
+  timeout:
+    description:
+      - Longest time in seconds this one probe cycle polls before it returns RV(ready=false).
+      - C(0) probes once.
+    type: float
+    default: 30
+  since_restarts:
+    description:
+      - Baseline of the unit's C(NRestarts). The module fails when C(NRestarts) is above it.
+      - Omit it to skip that check (the unit's other states are still checked).
+    type: int
+  api_key:
+    description:
+      - Bearer token for C(/v1/models) when vLLM runs with C(--api-key).
+    type: str
+  validate_certs:
+    description:
+      - Whether to validate TLS certificates for an C(https) O(url).
+    type: bool
+    default: true
+attributes:
+  check_mode:
+    support: full
+    details:
+      - Probing only reads, so it runs unchanged in check mode and reports the real readiness.
+  diff_mode:
+    support: none
+  idempotent:
+    support: full
+notes:
+  - Runs on the host that runs the engine, so a server bound to C(127.0.0.1) is reachable.
+"""
+
+EXAMPLES = r"""
+- name: Wait until vLLM serves the model (one line per 30 s cycle, fail fast on a crash)
+  llmops.specdec.engine_ready:
+    url: http://127.0.0.1:8000
+    engine: vllm
+    unit: vllm-server.service
+    model: llama-3.1-8b
+    since_restarts: 0
+    timeout: 30
+  register: ready
+  until: ready.ready or ready is failed
+  retries: 60
+  delay: 0
+
+- name: Check once whether SGLang answers a generation
+  llmops.specdec.engine_ready:
+    url: http://127.0.0.1:30000
+    engine: sglang
+    timeout: 0
+"""
+
+RETURN = r"""
+ready:
+  description: Whether the server passed the readiness check.
+  returned: success
+  type: bool
+  sample: false
+msg:
+  description: One human line with the unit state, how long it runs and the last HTTP result.
+  returned: always
+  type: str
+  sample: "loading: vllm-server.service active/running for 125 s, /health: connection refused"
+elapsed:
+  description: Seconds this probe cycle took.
+  returned: always
+  type: float
+  sample: 30.0
+probes:
+  description: How many HTTP probes this cycle sent.
+  returned: success
+  type: int
+  sample: 15
+state:
+  description: The unit's state at the end of the cycle; V(null) when O(unit) is not given.
+  returned: always
+  type: dict
+  contains:
+    unit:
+      description: Unit name.
+      type: str
+      sample: vllm-server.service
+    load_state:
+      description: C(LoadState).
+      type: str
+      sample: loaded
+    active_state:
+      description: C(ActiveState).
+      type: str
+      sample: active
+    sub_state:
+      description: C(SubState).
+      type: str
+      sample: running
+    result:
+      description: C(Result) of the last run.
+      type: str
+      sample: success
+    n_restarts:
+      description: C(NRestarts), automatic restarts since the last manual start.
+      type: int
+      sample: 0
+    main_pid:
+      description: C(MainPID), 0 when not running.
+      type: int
+      sample: 4242
+    exec_main_status:
+      description: Exit status (or signal) of the last main process.
+      type: int
+      sample: 0
+    exec_main_code:
+      description: C(ExecMainCode) (1 exited, 2 killed, 3 dumped).
+      type: int
+      sample: 0
+    running_seconds:
+      description: Seconds since the current main process started; V(null) when not running.
+      type: int
+      sample: 125
+crashed:
+  description: V(true) when the module failed because the unit died or restarted.
+  returned: failure
+  type: bool
+  sample: true
+"""
+
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.urls import open_url
+
+from ansible_collections.llmops.specdec.plugins.module_utils import _ready
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            url=dict(type='str', required=True),
+            engine=dict(type='str', required=True, choices=['vllm', 'sglang']),
+            unit=dict(type='str'),
+            model=dict(type='str'),
+            timeout=dict(type='float', default=30),
+            since_restarts=dict(type='int'),
+            api_key=dict(type='str', no_log=True),
+            validate_certs=dict(type='bool', default=True),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    if p['timeout'] < 0:
+        module.fail_json(msg='timeout must be >= 0, got %s' % p['timeout'])
+
+    def get(url, **kwargs):
+        kwargs['validate_certs'] = p['validate_certs']
+        return open_url(url, **kwargs)
+
+    t0 = time.monotonic()
+    try:
+        result = _ready.probe_cycle(get, module.run_command, p['url'], p['engine'], unit=p['unit'],
+                                    model=p['model'], timeout=p['timeout'],
+                                    since_restarts=p['since_restarts'], api_key=p['api_key'])
+    except _ready.Crashed as e:
+        module.fail_json(msg='crashed: %s' % e.msg, crashed=True, ready=False, state=e.state,
+                         elapsed=round(time.monotonic() - t0, 1), changed=False)
+    except _ready.UnitQueryError as e:
+        module.fail_json(msg=str(e), ready=False, state=None,
+                         elapsed=round(time.monotonic() - t0, 1), changed=False)
+    module.exit_json(changed=False, **result)
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,195 @@
+"""_ready: readiness rules per engine and fail-fast on unit state, over real HTTP on 127.0.0.1.
+
+HTTP goes through ansible's real open_url to a real local server (engine_http.EngineHTTP);
+only systemctl is faked, at the run_command boundary.
+"""
+from __future__ import annotations
+
+import time
+
+import pytest
+from ansible.module_utils.urls import open_url
+
+from ansible_collections.llmops.specdec.plugins.module_utils import _ready
+from engine_http import EngineHTTP, FakeSystemctl, Reply, closed_port_url, models
+
+
+class FakeClock:
+    """Monotonic clock advanced only by sleep(), so cycle bounds are tested without waiting."""
+
+    def __init__(self):
+        self.now = 1000.0
+        self.sleeps = []
+
+    def __call__(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+def cycle(url, engine, clock=None, **kw):
+    clock = clock or FakeClock()
+    return _ready.probe_cycle(open_url, kw.pop("run_command", None), url, engine,
+                              clock=clock, sleep=clock.sleep, **kw)
+
+
+# --- vLLM -------------------------------------------------------------------------------------
+
+def test_vllm_ready_needs_health_and_the_served_model():
+    with EngineHTTP({"/health": [Reply(200)], "/v1/models": [Reply(200, models("llama-8b"))]}) as srv:
+        res = cycle(srv.url, "vllm", model="llama-8b", timeout=0)
+    assert res["ready"] is True
+    assert res["probes"] == 1
+    assert srv.paths() == ["/health", "/v1/models"]
+    assert res["msg"].startswith("ready: ")
+    assert "llama-8b" in res["msg"]
+
+
+def test_vllm_not_ready_while_model_is_not_listed():
+    with EngineHTTP({"/health": [Reply(200)], "/v1/models": [Reply(200, models("other"))]}) as srv:
+        res = cycle(srv.url, "vllm", model="llama-8b", timeout=0)
+    assert res["ready"] is False
+    assert "/v1/models lists ['other'], not 'llama-8b'" in res["msg"]
+
+
+def test_vllm_without_model_accepts_any_listed_model_but_not_an_empty_list():
+    with EngineHTTP({"/health": [Reply(200)], "/v1/models": [Reply(200, models())]}) as srv:
+        assert cycle(srv.url, "vllm", timeout=0)["ready"] is False
+    with EngineHTTP({"/health": [Reply(200)], "/v1/models": [Reply(200, models("m"))]}) as srv:
+        assert cycle(srv.url, "vllm", timeout=0)["ready"] is True
+
+
+def test_vllm_health_503_is_not_ready_and_models_is_not_asked():
+    with EngineHTTP({"/health": [Reply(503)], "/v1/models": [Reply(200, models("m"))]}) as srv:
+        res = cycle(srv.url, "vllm", model="m", timeout=0)
+    assert res["ready"] is False
+    assert res["msg"].endswith("/health: HTTP 503")
+    assert srv.paths() == ["/health"]
+
+
+def test_vllm_models_body_that_is_not_a_model_list():
+    with EngineHTTP({"/health": [Reply(200)], "/v1/models": [Reply(200, b"<html>")]}) as srv:
+        res = cycle(srv.url, "vllm", timeout=0)
+    assert res["ready"] is False
+    assert "not an OpenAI model list" in res["msg"]
+
+
+def test_vllm_api_key_is_sent_to_models_only():
+    with EngineHTTP({"/health": [Reply(200)], "/v1/models": [Reply(200, models("m"))]}) as srv:
+        assert cycle(srv.url, "vllm", model="m", timeout=0, api_key="s3cret")["ready"] is True
+    headers = dict((p, h) for p, h in srv.requests)
+    assert headers["/v1/models"].get("Authorization") == "Bearer s3cret"
+    assert "Authorization" not in headers["/health"]
+
+
+def test_connection_refused_is_reported_as_loading():
+    res = cycle(closed_port_url(), "vllm", timeout=0)
+    assert res["ready"] is False
+    assert res["msg"].endswith("/health: connection refused")
+
+
+def test_a_request_is_bounded_by_the_cycle():
+    # The server answers after 3 s; a cycle of 0 s still allows a 1 s request, then gives up.
+    with EngineHTTP({"/health_generate": [Reply(200, delay=3)]}) as srv:
+        t0 = time.monotonic()
+        res = _ready.probe_cycle(open_url, None, srv.url, "sglang", timeout=0)
+        took = time.monotonic() - t0
+    assert res["ready"] is False
+    assert "/health_generate: timed out after 1 s" in res["msg"]
+    assert took < 3
+
+
+# --- SGLang -----------------------------------------------------------------------------------
+
+def test_sglang_polls_health_generate_until_200_within_one_cycle():
+    script = {"/health_generate": [Reply(503), Reply(503), Reply(200)], "/health": [Reply(200)]}
+    clock = FakeClock()
+    with EngineHTTP(script) as srv:
+        res = cycle(srv.url, "sglang", clock=clock, timeout=30, interval=2)
+    assert res["ready"] is True
+    assert res["probes"] == 3
+    assert srv.paths() == ["/health_generate"] * 3
+    assert clock.sleeps == [2, 2]
+    assert res["elapsed"] == 4.0
+
+
+def test_cycle_returns_not_ready_at_its_bound():
+    clock = FakeClock()
+    with EngineHTTP({"/health_generate": [Reply(503)]}) as srv:
+        res = cycle(srv.url, "sglang", clock=clock, timeout=5, interval=2)
+    assert res["ready"] is False
+    assert clock.sleeps == [2, 2, 1]  # the last sleep is cut to the bound
+    assert res["probes"] == 4
+    assert res["msg"] == "loading: %s, /health_generate: HTTP 503" % srv.url
+
+
+# --- unit state: progress and fail fast --------------------------------------------------------
+
+def test_progress_message_shows_unit_state_and_running_time():
+    started_us = int((time.monotonic() - 125) * 1e6)
+    systemctl = FakeSystemctl(ExecMainStartTimestampMonotonic=started_us)
+    res = cycle(closed_port_url(), "vllm", run_command=systemctl, unit="vllm-server.service", timeout=0)
+    assert res["ready"] is False
+    assert res["msg"].startswith("loading: vllm-server.service active/running for 12")
+    assert res["msg"].endswith(" s, /health: connection refused")
+    assert 124 <= res["state"]["running_seconds"] <= 127
+    assert res["state"]["main_pid"] == 4242
+    assert systemctl.calls[0][:3] == ["systemctl", "show", "vllm-server.service"]
+
+
+@pytest.mark.parametrize("props, expect", [
+    ({"ActiveState": "failed", "SubState": "failed", "Result": "exit-code", "ExecMainStatus": 3},
+     "vllm-server.service failed (last exit status 3, result exit-code)"),
+    ({"ActiveState": "activating", "SubState": "auto-restart", "Result": "exit-code", "ExecMainStatus": 1,
+      "NRestarts": 0},
+     "exited and waits to be restarted by systemd (last exit status 1, result exit-code, NRestarts=0)"),
+    ({"ActiveState": "inactive", "SubState": "dead", "MainPID": 0},
+     "vllm-server.service is inactive/dead, not starting"),
+    ({"LoadState": "not-found", "ActiveState": "inactive", "SubState": "dead"},
+     "vllm-server.service does not exist"),
+    ({"NRestarts": 2}, "restarted 2 time(s) while waiting (NRestarts 0 -> 2"),
+])
+def test_dead_or_restarted_unit_fails_fast_without_waiting(props, expect):
+    systemctl = FakeSystemctl(**props)
+    clock = FakeClock()
+    with EngineHTTP({"/health": [Reply(503)]}) as srv:
+        with pytest.raises(_ready.Crashed) as exc:
+            cycle(srv.url, "vllm", clock=clock, run_command=systemctl, unit="vllm-server.service",
+                  timeout=600, since_restarts=0)
+    assert expect in exc.value.msg
+    assert "journalctl -u vllm-server.service" in exc.value.msg or "not-found" in exc.value.msg
+    assert clock.sleeps == []  # failed on the first look, no polling
+    assert exc.value.state["unit"] == "vllm-server.service"
+
+
+def test_restart_count_at_the_baseline_is_not_a_crash():
+    systemctl = FakeSystemctl(NRestarts=3)
+    with EngineHTTP({"/health_generate": [Reply(200)]}) as srv:
+        res = cycle(srv.url, "sglang", run_command=systemctl, unit="sglang-server.service",
+                    timeout=0, since_restarts=3)
+    assert res["ready"] is True
+    assert res["state"]["n_restarts"] == 3
+
+
+def test_unit_dying_during_a_probe_is_reported_as_crash_not_as_http_error():
+    systemctl = FakeSystemctl()
+
+    def die():
+        systemctl.set(ActiveState="activating", SubState="auto-restart", ExecMainStatus=0, NRestarts=1)
+
+    with EngineHTTP({"/health": [Reply(503, on_request=die)]}) as srv:
+        with pytest.raises(_ready.Crashed) as exc:
+            cycle(srv.url, "vllm", run_command=systemctl, unit="vllm-server.service", timeout=600,
+                  since_restarts=0)
+    assert "waits to be restarted by systemd (last exit status 0" in exc.value.msg
+
+
+def test_systemctl_failure_surfaces_as_unit_query_error():
+    def broken(argv, **kwargs):
+        return 1, "", "Failed to connect to bus: No such file or directory"
+
+    with pytest.raises(_ready.UnitQueryError) as exc:
+        cycle(closed_port_url(), "vllm", run_command=broken, unit="x.service", timeout=0)
+    assert "Failed to connect to bus" in str(exc.value)
