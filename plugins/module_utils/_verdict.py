@@ -102,6 +102,9 @@ def decide(baseline, candidate, overrides=None):
     one at the lowest common concurrency (single-stream when measured).
     """
     limits = thresholds(overrides)
+    # Summaries read back from JSON have their concurrency keys as strings.
+    baseline = {"levels": {int(k): v for k, v in baseline["levels"].items()}}
+    candidate = {"levels": {int(k): v for k, v in candidate["levels"].items()}}
     common = sorted(set(baseline["levels"]) & set(candidate["levels"]))
     if not common:
         raise VerdictError(

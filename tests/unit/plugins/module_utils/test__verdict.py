@@ -69,3 +69,11 @@ def test_a_run_where_everything_failed_has_error_rate_one():
     assert s["levels"][1]["tpot_ms"] is None
     with pytest.raises(v.VerdictError, match="no levels"):
         v.summarize({"levels": []})
+
+
+def test_a_baseline_read_back_from_json_compares_like_the_original():
+    import json
+    stored = json.loads(json.dumps(BASE))
+    assert set(stored["levels"]) == {"1", "8"}
+    cand = v.summarize({"levels": [level(1, 130.0, 7.6, 55.0), level(8, 600.0, 12.0, 65.0)]})
+    assert v.decide(stored, cand) == v.decide(BASE, cand)

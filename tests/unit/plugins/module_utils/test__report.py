@@ -1,0 +1,53 @@
+from __future__ import annotations
+
+import json
+import struct
+
+from ansible_collections.llmops.specdec.plugins.module_utils import _report
+
+REC = {
+    "host": "gpu1", "engine": "vllm", "model": "m", "suite": "reasoning", "label": "ngram k=5",
+    "outcome": "rolled_back", "decision": "rollback", "speedup": 0.5,
+    "reason": "c=1 output 41.0 vs 82.0 tok/s = x0.50, needs >= x1.05",
+    "thresholds": {"min_speedup": 1.05},
+    "baseline": {"levels": {"1": {"output_tok_s": 82.0, "tpot_ms": 12.2, "ttft_ms": 50.0, "error_rate": 0}}},
+    "result": {"levels": {"1": {"output_tok_s": 41.0, "tpot_ms": 24.4, "ttft_ms": 51.0, "error_rate": 0}}},
+}
+
+
+def test_verdict_line_names_outcome_figures_and_reason():
+    assert _report.verdict_line(REC) == (
+        "gpu1: ROLLED BACK ngram k=5 on reasoning (x0.50) - c=1 output 41.0 vs 82.0 tok/s = x0.50, needs >= x1.05")
+
+
+def test_markdown_table_row_and_reason():
+    md = _report.markdown([REC], "2026-11-29T00:00:00Z")
+    assert "| gpu1 | vllm | m | reasoning | ngram k=5 | **rolled back** | 1 | 82.0 | 41.0 | x0.50 | 12.20 / 24.40 | 50.0 / 51.0 |" in md
+    assert "Thresholds: min_speedup=1.05" in md
+
+
+def test_failed_candidate_without_figures_still_reports():
+    rec = dict(REC, outcome="failed", speedup=None, result=None, reason="candidate failed")
+    assert "FAILED" in _report.verdict_line(rec)
+    assert "| - | - / - |" not in _report.markdown([rec], "t")  # baseline figures still shown
+    assert "| 82.0 | - | - |" in _report.markdown([rec], "t")
+
+
+def test_chart_is_a_real_png(tmp_path):
+    path = str(tmp_path / "chart.png")
+    assert _report.chart([REC], path) is True
+    with open(path, "rb") as f:
+        head = f.read(24)
+    assert head[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", head[16:24])
+    assert width > 300 and height > 200
+
+
+def test_write_if_changed_and_history(tmp_path):
+    p = str(tmp_path / "r.json")
+    assert _report.write_if_changed(p, "a") is True
+    assert _report.write_if_changed(p, "a") is False
+    h = str(tmp_path / "h.jsonl")
+    _report.history_append(h, [REC, REC])
+    lines = open(h).read().splitlines()
+    assert len(lines) == 2 and json.loads(lines[0])["host"] == "gpu1"
