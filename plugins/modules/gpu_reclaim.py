@@ -1,0 +1,243 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: gpu_reclaim
+short_description: Free NVIDIA GPUs - stop units, signal holders, verify through NVML
+version_added: 0.1.0
+description:
+  - Replaces the manual C(systemctl stop), C(ps | grep | xargs kill -9), C(fuser -k /dev/nvidia*) and
+    C(nvidia-smi) sequence and its fixed sleeps with bounded waits that end as soon as the GPUs are free.
+  - "Order: NVML is initialised and O(gpus) resolved first (a missing driver or GPU fails before anything
+    is stopped); then O(units) are stopped (O(stop_timeout), then SIGKILL of the unit's cgroup); then the
+    processes that still hold a selected GPU and are within O(scope) get SIGTERM, and SIGKILL after
+    O(term_timeout); then NVML is polled until no compute process remains on the selected GPUs and each
+    one's used memory is at most O(max_used_mib)."
+  - NVML's compute process list decides who holds GPU memory. An open C(/dev/nvidia<N>) counts only for
+    processes of the stopped units, and for CUDA processes when NVML reports pids that C(/proc) cannot
+    show (another pid namespace). So a process that only initialised NVML (a monitor, an exporter,
+    this module) is never signalled, and neither are processes on GPUs outside O(gpus).
+  - A process that holds a selected GPU and also an unselected one (for example one process driving
+    two GPUs) is never signalled; the module fails naming it, and the operator adds the other GPU to
+    O(gpus) or stops the owning unit. Stopping a unit named in O(units) still ends such a process,
+    because the operator asked for that unit.
+  - A process that ignores SIGTERM (its C(SigIgn) mask has it) or is stopped gets SIGKILL at once, since
+    no grace period could help it.
+author:
+  - llmops.specdec developers
+extends_documentation_fragment:
+  - llmops.specdec._attributes
+attributes:
+  check_mode:
+    support: full
+    details:
+      - Reports the units it would stop (RV(units[].action=would stop)) and the processes it would
+        signal (RV(would_signal)); stops and signals nothing.
+  diff_mode:
+    support: full
+    details:
+      - Per selected GPU, used MiB and the compute processes before and after (predicted in check mode).
+  idempotent:
+    support: full
+    details:
+      - With the units already stopped and the GPUs free it reports RV(changed=false).
+options:
+  units:
+    description:
+      - systemd units to stop first, for example C(vllm.service). Their processes (cgroup members and
+        their descendants, recorded before the stop) are the ones O(scope=unit) may signal.
+      - A unit that does not exist fails the module before anything is stopped.
+    type: list
+    elements: str
+    default: []
+  gpus:
+    description:
+      - GPUs to free, by NVML index (C(0)) or UUID (C(GPU-...)). Empty means every GPU.
+      - A GPU that is not present fails the module before anything is stopped.
+    type: list
+    elements: str
+    default: []
+  scope:
+    description:
+      - Which holders of the selected GPUs may be signalled.
+      - C(unit) only processes of O(units); any other holder is left alone and, if it keeps a GPU busy,
+        the module fails naming it.
+      - C(gpu) every compute process on the selected GPUs (the reach of the manual procedure, for
+        example a stray training job), still sparing O(protect), this module and its ancestors.
+    type: str
+    choices: [unit, gpu]
+    default: unit
+  protect:
+    description:
+      - Process names never signalled, compared with the process name (C(comm), cut at 15 characters by
+        the kernel), the basename of C(argv[0]), and for interpreters the script's basename.
+      - The module itself and its ancestors are always spared. Setting this option replaces the list.
+    type: list
+    elements: str
+    default: [nvidia-persistenced, nv-hostengine, dcgm-exporter, dcgmi, nvidia-smi, nvtop, nvitop, gpustat]
+  stop_timeout:
+    description:
+      - Seconds to wait for each unit to stop before C(systemctl kill --signal=SIGKILL) on its cgroup.
+    type: float
+    default: 30
+  term_timeout:
+    description:
+      - Seconds a process has to exit after SIGTERM before it gets SIGKILL. The wait ends as soon as all
+        have exited.
+    type: float
+    default: 10
+  verify_timeout:
+    description:
+      - Seconds, after the SIGTERM grace, to wait for the signalled processes to be gone and NVML to
+        show the selected GPUs free. The module fails when it passes.
+    type: float
+    default: 30
+  max_used_mib:
+    description:
+      - Used MiB per GPU still counted as free. Read from NVML's v2 memory struct, which leaves out
+        driver-reserved memory, so C(0) is reachable.
+      - On drivers without the v2 struct the v1 struct is read and 1024 MiB are allowed on top, for the
+        reserved memory that v1 counts as used (615 MiB on an H200).
+    type: int
+    default: 0
+requirements:
+  - nvidia-ml-py (module C(pynvml)) and the NVIDIA driver's C(libnvidia-ml.so.1) on the target
+  - systemd, when O(units) is set
+notes:
+  - Runs as root on the GPU host. Process information is read from C(/proc).
+  - Zombies and processes that exit on their own are not errors.
+seealso:
+  - name: GPU reclaim design and measurements
+    description: docs/gpu_reclaim.md in this collection.
+    link: https://example.invalid/llmops/specdec/docs/gpu_reclaim.md
+"""
+
+EXAMPLES = r"""
+- name: Stop vLLM and free the GPUs its workers held
+  llmops.specdec.gpu_reclaim:
+    units: [vllm.service]
+
+- name: Free GPUs 0 and 1 from anything, a stray training job too, keeping the exporter alive
+  llmops.specdec.gpu_reclaim:
+    units: [sglang.service]
+    gpus: ['0', '1']
+    scope: gpu
+    protect: [nvidia-persistenced, nv-hostengine, dcgm-exporter, node-gpu-monitor]
+    term_timeout: 5
+
+- name: See what a reclaim would do
+  llmops.specdec.gpu_reclaim:
+    units: [vllm.service]
+    scope: gpu
+  check_mode: true
+  diff: true
+  register: plan
+"""
+
+RETURN = r"""
+gpus:
+  description: Per selected GPU, memory and compute processes before and after.
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - index: 0
+      uuid: GPU-6f1c0d2e-0000-0000-0000-000000000000
+      name: NVIDIA H200
+      memory_struct: v2
+      used_mib_before: 120004
+      used_mib_after: 0
+      processes_before: [{pid: 4242, name: VLLM::Worker_TP, mib: 120004}]
+      processes_after: []
+units:
+  description: The units named in O(units), their state before, their processes, and what was done.
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - name: vllm.service
+      active_before: active
+      main_pid: 4200
+      control_group: /system.slice/vllm.service
+      pids: [4200, 4230, 4242]
+      action: stopped
+      killed: false
+signalled:
+  description:
+    - Each process signalled, with the signal that ended it (C(SIGTERM) or C(SIGKILL)).
+    - C(source) says how it was found (C(nvml), or a device node for unit members).
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - pid: 5150
+      name: python3
+      cmdline: python3 train.py
+      gpus: [0]
+      mib: 8192
+      unselected: []
+      source: nvml
+      signal: SIGKILL
+would_signal:
+  description: In check mode, the processes that would be signalled, and C(via) (C(unit stop) or C(signal)).
+  returned: check mode
+  type: list
+  elements: dict
+spared:
+  description: Holders of selected GPUs that were left alone, each with its C(reason).
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - pid: 5300
+      name: python3
+      gpus: [0]
+      mib: 4096
+      reason: not a process of the stopped unit(s) (scope=unit)
+elapsed:
+  description: Seconds per phase (C(init), C(plan), C(stop), C(term), C(kill), C(verify)) and C(total).
+  returned: always
+  type: dict
+  sample: {init: 0.013, plan: 0.004, stop: 0.41, term: 0.12, kill: 0.0, verify: 0.02, total: 0.57}
+"""
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+
+from ansible_collections.llmops.specdec.plugins.module_utils import _nvml
+from ansible_collections.llmops.specdec.plugins.module_utils._reclaim import (
+    DEFAULT_PROTECT, ReclaimError, reclaim)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            units=dict(type="list", elements="str", default=[]),
+            gpus=dict(type="list", elements="str", default=[]),
+            scope=dict(type="str", choices=["unit", "gpu"], default="unit"),
+            protect=dict(type="list", elements="str", default=list(DEFAULT_PROTECT)),
+            stop_timeout=dict(type="float", default=30),
+            term_timeout=dict(type="float", default=10),
+            verify_timeout=dict(type="float", default=30),
+            max_used_mib=dict(type="int", default=0),
+        ),
+        supports_check_mode=True,
+    )
+    if _nvml.pynvml is None:
+        module.fail_json(msg=missing_required_lib("nvidia-ml-py") + "; nothing was stopped or signalled",
+                         exception=_nvml.PYNVML_IMPORT_ERROR)
+    try:
+        result = reclaim(module.params, module.run_command, check_mode=module.check_mode)
+    except ReclaimError as exc:
+        exc.result.pop("diff", None)
+        module.fail_json(msg=exc.msg, **exc.result)
+    if not module._diff:
+        result.pop("diff", None)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
