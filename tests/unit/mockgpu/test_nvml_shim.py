@@ -148,10 +148,11 @@ def test_stale_and_foreign_entries_are_ignored(host):
     dead = subprocess.Popen(["true"])
     dead.wait()
     write_entry(host, "%d.0" % dead.pid, dead.pid, 0, 1000, 1)
-    # pid reuse: the pid of a live process that has the node open, but another lifetime
+    # pid reuse: the entry names a live pid that has the node open, but another lifetime
+    reused = host.start_holder("--gpu", "1", "--mib", "700")
+    write_entry(host, "%d.1" % reused.pid, reused.pid, 1, 700, read_starttime(reused.pid) + 1)
     with open(os.path.join(host.registry, "%d.0" % live.pid)) as f:
         real_entry = f.read()
-    write_entry(host, "%d.1" % live.pid, live.pid, 1, 700, read_starttime(live.pid) + 1)
     # alive with the right starttime, but not holding the device node (this test process)
     me = os.getpid()
     write_entry(host, "%d.1" % me, me, 1, 500, read_starttime(me))
@@ -190,7 +191,8 @@ def test_malformed_registry_files_never_break_queries(host):
         "7.1": "[" * 10000,
         "8.1": '{"pid": 8, "gpu": 1, "mib": 1, "starttime": 1, "pad": "' + "x" * 100000 + '"}',
         # name and content disagree: an entry only speaks for the pid and GPU it is named after
-        "%d.1" % os.getppid(): json.dumps({"pid": pid, "gpu": 1, "mib": 1, "starttime": start}),
+        "%d.0" % os.getppid(): json.dumps({"pid": pid, "gpu": 0, "mib": 1000, "starttime": start}),
+        "%d.1" % os.getppid(): json.dumps({"pid": pid, "gpu": 0, "mib": 1000, "starttime": start}),
     }
     for name, text in junk.items():
         with open(os.path.join(host.registry, name), "w") as f:
@@ -198,7 +200,7 @@ def test_malformed_registry_files_never_break_queries(host):
     os.mkdir(os.path.join(host.registry, "9.1"))
     os.symlink(os.path.join(host.registry, "%d.0" % pid), os.path.join(host.registry, "%d.1" % os.getpid()))
     snap = host.snapshot()
-    assert snap[0]["procs"] == {str(pid): 64}
+    assert snap[0]["procs"] == {str(pid): 64} and snap[0]["v2_used"] == 64
     assert snap[1]["procs"] == {} and snap[1]["v2_used"] == 0
 
 
