@@ -1,0 +1,163 @@
+"""Entry point of every engine child process (exec'd by procs.spawn with a custom argv[0]).
+
+Roles: `worker` (vLLM Worker_TP<r> / SGLang scheduler_TP<r>: holds GPU memory),
+`enginecore` (vLLM EngineCore: owns the workers), `idle` (SGLang detokenizer).
+"""
+import json
+import os
+import sys
+
+if __name__ == "__main__" and __package__ in (None, ""):
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from mockengine import gpumem, procs  # noqa: E402
+from mockengine.log import SglangLog, VllmLog, traceback_text  # noqa: E402
+
+
+def _log(p):
+    if p["engine"] == "vllm":
+        return VllmLog(p.get("log_proc", "EngineCore_DP0"))
+    return SglangLog(p.get("log_tag", ""))
+
+
+def _escape_cgroup():
+    """Move this process to the cgroup root when it sits in a systemd service's cgroup,
+    as an orphaned worker effectively does when it is no longer in the unit's tree.
+    Only touches cgroups whose path names a `.service`, so it is a no-op elsewhere."""
+    try:
+        with open("/proc/self/cgroup", encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) != 3 or ".service" not in parts[2]:
+            continue
+        if parts[0] == "0":
+            targets = ["/sys/fs/cgroup/cgroup.procs", "/sys/fs/cgroup/unified/cgroup.procs"]
+        else:
+            names = [c.replace("name=", "") for c in parts[1].split(",")]
+            targets = ["/sys/fs/cgroup/%s/cgroup.procs" % parts[1]] + ["/sys/fs/cgroup/%s/cgroup.procs" % n for n in names]
+        for target in targets:
+            try:
+                with open(target, "w", encoding="utf-8") as f:
+                    f.write(str(os.getpid()))
+                break
+            except OSError:
+                continue
+
+
+def _double_fork(p):
+    """vLLM #55510: a worker that is no longer a child of the engine and survives it."""
+    if os.fork():
+        os.wait()
+        os._exit(0)
+    os.setsid()
+    if os.fork():
+        os._exit(0)
+    procs.set_name(p["title"])
+    import signal
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    _escape_cgroup()
+
+
+def _oom_message(p, total, free, want):
+    gib = 1024.0
+    if p["engine"] == "vllm":
+        return ("ValueError: Free memory on device cuda:%d (%.2f/%.2f GiB) on startup is less than desired "
+                "GPU memory utilization (%s, %.2f GiB). Decrease GPU memory utilization or reduce GPU memory "
+                "used by other processes." % (p["rank"], free / gib, total / gib, p["fraction"], want / gib))
+    return ("RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. "
+            "Current value: mem_fraction_static=%s, avail mem=%.2f GB" % (p["fraction"], free / gib))
+
+
+def worker(p):
+    log = _log(p)
+    procs.install_signals(p.get("ignore_sigterm"), lambda: os._exit(0))
+    if p.get("escape"):
+        _double_fork(p)
+    else:
+        procs.die_with_parent(p["parent"])
+    gpu = p["gpu"]
+    info = gpumem.gpu_info(gpu) if gpu is not None else None
+    if info is None:
+        return _fail(p, log, "RuntimeError: CUDA error: invalid device ordinal (no GPU %s for rank %d)" % (gpu, p["rank"]))
+    total, free = info
+    want = int(p["fraction"] * total)
+    if free < want:
+        return _fail(p, log, _oom_message(p, total, free, want))
+    try:
+        hold = gpumem.import_hold()
+        handle = hold.hold(gpu, want)
+    except Exception as exc:  # an unusable device node or registry is a CUDA init failure
+        return _fail(p, log, "RuntimeError: CUDA error: initialization error (%s)" % exc)
+    log.info("Loading weights took %.2f seconds" % p["load_seconds"], src="gpu_model_runner.py:1")
+    if p.get("fail"):
+        procs.time.sleep(min(p["load_seconds"], 1.0))
+        return _fail(p, log, p["fail"])
+    procs.time.sleep(p["load_seconds"])
+    procs.report(p["ready_fd"], ok=True, rank=p["rank"], gpu=gpu, mib=want)
+    os.close(p["ready_fd"])
+    procs.sleep_forever()
+    return handle
+
+
+def _fail(p, log, message):
+    log.error("%s failed to start." % p["title"])
+    sys.stderr.write(traceback_text(message) + "\n")
+    sys.stderr.flush()
+    procs.report(p["ready_fd"], ok=False, rank=p["rank"], error=message)
+    os._exit(1)
+
+
+def enginecore(p):
+    """vLLM's EngineCore: starts one worker per TP rank, reports to the API when all are loaded."""
+    log = _log(p)
+    sup = procs.Supervisor(log, p["python"])
+
+    def stop():
+        sup.stop()
+        os._exit(0)
+
+    procs.install_signals(p.get("ignore_sigterm"), stop)
+    procs.die_with_parent(p["parent"])
+    sup.start([(w["title"], w) for w in p["workers"]])
+    error = sup.wait_ready(len(p["workers"]), p.get("ready_timeout", 600))
+    if error:
+        log.error("EngineCore failed to start.", src="core.py:1")
+        sys.stderr.write(traceback_text("RuntimeError: Worker failed with error '%s', please check the stack trace "
+                                        "above for the root cause" % error) + "\n")
+        sup.stop()
+        procs.report(p["ready_fd"], ok=False, rank=-1, error=error)
+        os._exit(1)
+    if not p.get("never_ready"):
+        procs.report(p["ready_fd"], ok=True, rank=-1, workers=list(sup.ready.values()))
+
+    def worker_died():
+        dead = sup.crashed()
+        if dead:
+            log.error("Worker proc %s died unexpectedly, shutting down executor." % dead, src="multiproc_executor.py:1")
+            sup.stop()
+            os._exit(1)
+        return False
+
+    procs.sleep_forever(worker_died)
+    sup.stop()
+
+
+def idle(p):
+    """A process with a name and nothing to hold (SGLang's detokenizer)."""
+    procs.install_signals(p.get("ignore_sigterm"), lambda: os._exit(0))
+    procs.die_with_parent(p["parent"])
+    procs.report(p["ready_fd"], ok=True, rank=p["rank"])
+    procs.sleep_forever()
+
+
+def main():
+    p = json.loads(os.environ.pop("MOCKENGINE_CHILD"))
+    procs.set_name(p["title"])
+    {"worker": worker, "enginecore": enginecore, "idle": idle}[p["role"]](p)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,392 @@
+"""OpenAI-compatible HTTP front end shared by both mock engines (stdlib ThreadingHTTPServer).
+
+Each request runs in its own thread and paces itself against absolute deadlines
+(time.monotonic), so pacing error does not accumulate; the number of requests in
+decode at each step sets the batch slow-down.
+"""
+import json
+import random
+import socket
+import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from . import textmodel
+from .timing import Decoder
+
+
+class EngineState:
+    """What the handlers need: identity, readiness, timing, stats, faults."""
+
+    def __init__(self, engine, model, served_names, max_model_len, params, spec, stats, faults,
+                 max_running, stream_interval=1, log=None, enable_metrics=True, server_info=None):
+        self.engine = engine
+        self.model = model
+        self.served_names = served_names
+        self.max_model_len = max_model_len
+        self.params = params
+        self.spec = spec
+        self.stats = stats
+        self.faults = faults
+        self.slots = threading.BoundedSemaphore(max(1, max_running))
+        self.stream_interval = max(1, int(stream_interval))
+        self.log = log
+        self.enable_metrics = enable_metrics
+        self.server_info = server_info or {}
+        self.ready = False
+        self.shutting_down = False
+        self.eos_range = (64, 768)
+        self.fault_rng = random.Random(0)
+        self.fault_lock = threading.Lock()
+        self.created = int(time.time())
+
+
+class _Dropped(Exception):
+    """The client went away, or the drop_stream_after fault cut the stream."""
+
+
+def make_server(state, host, port):
+    handler = type("Handler", (_Handler,), {"state": state})
+    server = ThreadingHTTPServer((host, port), handler, bind_and_activate=False)
+    server.daemon_threads = True
+    server.allow_reuse_address = True
+    server.server_bind()
+    return server
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "uvicorn"
+    sys_version = ""
+    state = None  # set by make_server
+
+    def log_message(self, fmt, *args):  # uvicorn's access log format
+        pass
+
+    def _access(self, code):
+        msg = 'INFO:     %s:%d - "%s %s HTTP/1.1" %d' % (self.client_address[0], self.client_address[1],
+                                                         self.command, self.path, code)
+        if self.state.log:
+            try:
+                print(msg, flush=True)
+            except (OSError, ValueError):
+                pass
+
+    # -- plumbing -------------------------------------------------------------
+    def _send(self, code, body=b"", ctype="application/json"):
+        if isinstance(body, (dict, list)):
+            body = json.dumps(body).encode()
+        elif isinstance(body, str):
+            body = body.encode()
+        self.send_response(code)
+        self.send_header("content-type", ctype)
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+        self._access(code)
+
+    def _error(self, code, message, etype="BadRequestError", param=None):
+        self._send(code, {"error": {"message": message, "type": etype, "param": param, "code": code}})
+
+    def _chunk(self, data):
+        try:
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+            self.wfile.flush()
+        except (OSError, ValueError):
+            raise _Dropped()
+
+    def _sse(self, obj):
+        self._chunk(b"data: " + (obj if isinstance(obj, bytes) else json.dumps(obj).encode()) + b"\n\n")
+
+    # -- routing --------------------------------------------------------------
+    def do_GET(self):
+        path = self.path.split("?", 1)[0]
+        st = self.state
+        if path in ("/health", "/health_generate", "/ping"):
+            if st.ready and not st.shutting_down:
+                return self._send(200, b"")
+            return self._send(503, b"")
+        if path == "/version":
+            from . import SGLANG_VERSION, VLLM_VERSION
+            return self._send(200, {"version": VLLM_VERSION if st.engine == "vllm" else SGLANG_VERSION})
+        if path == "/metrics":
+            if not st.enable_metrics:
+                return self._send(404, {"detail": "Not Found"})
+            text = (st.stats.vllm_text if st.engine == "vllm" else st.stats.sglang_text)(st.served_names[0], st.spec is not None)
+            return self._send(200, text, "text/plain; version=0.0.4; charset=utf-8")
+        if path == "/v1/models":
+            return self._send(200, {"object": "list", "data": [
+                {"id": name, "object": "model", "created": st.created, "owned_by": st.engine,
+                 "root": st.model, "parent": None, "max_model_len": st.max_model_len}
+                for name in st.served_names]})
+        if st.engine == "sglang" and path in ("/get_server_info", "/server_info"):
+            return self._send(200, self._server_info())
+        if st.engine == "sglang" and path == "/get_model_info":
+            return self._send(200, {"model_path": st.model, "tokenizer_path": st.model, "is_generation": True})
+        return self._send(404, {"detail": "Not Found"})
+
+    def do_POST(self):
+        path = self.path.split("?", 1)[0]
+        if path not in ("/v1/completions", "/v1/chat/completions"):
+            self._read_body()
+            return self._send(404, {"detail": "Not Found"})
+        try:
+            body = json.loads(self._read_body() or b"{}")
+            if not isinstance(body, dict):
+                raise ValueError("body is not an object")
+        except ValueError as exc:
+            return self._error(400, "Invalid JSON body: %s" % exc)
+        st = self.state
+        if not st.ready or st.shutting_down:
+            return self._error(503, "The server is not ready.", "ServiceUnavailableError")
+        if self._fault_5xx():
+            return
+        self._completion(body, chat=path.endswith("chat/completions"))
+
+    def _read_body(self):
+        length = int(self.headers.get("content-length") or 0)
+        return self.rfile.read(length) if length else b""
+
+    def _fault_5xx(self):
+        prob = float(self.state.faults.get("http_5xx") or 0)
+        if prob <= 0:
+            return False
+        with self.state.fault_lock:
+            hit = self.state.fault_rng.random() < prob
+            code = self.state.fault_rng.choice((500, 503))
+        if hit:
+            self._error(code, "Internal Server Error" if code == 500 else "Service Unavailable",
+                        "InternalServerError" if code == 500 else "ServiceUnavailableError")
+        return hit
+
+    def _server_info(self):
+        st = self.state
+        with st.stats.lock:
+            internal = {"last_gen_throughput": st.stats.gauges()[0], "memory_usage": {}, "load": st.stats.running}
+            if st.spec is not None:
+                internal["avg_spec_accept_length"] = st.stats.avg_accept_length()
+        from . import SGLANG_VERSION
+        return dict(st.server_info, internal_states=[internal], version=SGLANG_VERSION)
+
+    # -- completions ----------------------------------------------------------
+    def _prompt(self, body, chat):
+        if chat:
+            msgs = body.get("messages")
+            if not isinstance(msgs, list) or not msgs:
+                raise ValueError("messages must be a non-empty list")
+            parts = []
+            for m in msgs:
+                content = m.get("content") if isinstance(m, dict) else None
+                if isinstance(content, list):  # content parts
+                    content = " ".join(c.get("text", "") for c in content if isinstance(c, dict))
+                parts.append(str(content or ""))
+            text = "\n".join(parts)
+            # the chat template adds a few tokens per message
+            return text, textmodel.count_tokens(text) + 3 * len(msgs) + 3
+        prompt = body.get("prompt")
+        if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
+            prompt = prompt[0]
+        if isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
+            return " ".join(str(t) for t in prompt), len(prompt)
+        if not isinstance(prompt, str):
+            raise ValueError("prompt must be a string (one prompt per request in the mock)")
+        return prompt, textmodel.count_tokens(prompt)
+
+    def _completion(self, body, chat):
+        st = self.state
+        model = body.get("model")
+        if model is not None and model not in st.served_names and st.engine == "vllm":
+            return self._error(404, "The model `%s` does not exist." % model, "NotFoundError", "model")
+        try:
+            text, prompt_tokens = self._prompt(body, chat)
+        except ValueError as exc:
+            return self._error(400, str(exc))
+        max_tokens = body.get("max_completion_tokens") if chat else None
+        max_tokens = max_tokens if max_tokens is not None else body.get("max_tokens")
+        if max_tokens is None:
+            max_tokens = max(1, st.max_model_len - prompt_tokens) if chat else 16
+        if not isinstance(max_tokens, int) or max_tokens < 1:
+            return self._error(400, "max_tokens must be at least 1, got %s." % max_tokens)
+        if prompt_tokens + max_tokens > st.max_model_len:
+            return self._error(400, "This model's maximum context length is %d tokens. However, you requested %d "
+                               "tokens (%d in the messages, %d in the completion). Please reduce the length of "
+                               "the messages or completion." % (st.max_model_len, prompt_tokens + max_tokens,
+                                                                prompt_tokens, max_tokens))
+        ignore_eos = bool(body.get("ignore_eos", False))
+        stream = bool(body.get("stream", False))
+        opts = body.get("stream_options") or {}
+        rng = textmodel.request_rng(text, body.get("seed"))
+        eos_at = textmodel.eos_position(text, *st.eos_range)
+        limit = max_tokens if ignore_eos else min(max_tokens, eos_at)
+        finish = "stop" if (not ignore_eos and eos_at <= max_tokens) else "length"
+        req = _Request(self, st, chat, body, stream, opts, prompt_tokens)
+        gen = _Generation(st, Decoder(st.params, st.spec, text, rng), rng, prompt_tokens, limit, finish)
+        gen.run(req)
+
+
+class _Request:
+    """Writes one response: SSE chunks (stream) or one JSON body at the end."""
+
+    def __init__(self, handler, state, chat, body, stream, opts, prompt_tokens):
+        self.h = handler
+        self.st = state
+        self.chat = chat
+        self.stream = stream
+        self.include_usage = bool(opts.get("include_usage"))
+        self.continuous_usage = bool(opts.get("continuous_usage_stats"))
+        self.model = body.get("model") or state.served_names[0]
+        self.id = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
+        self.created = int(time.time())
+        self.prompt_tokens = prompt_tokens
+        self.text = []
+        self.drop_after = state.faults.get("drop_stream_after")
+        self.sent_tokens = 0
+
+    def _usage(self, completion):
+        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": completion,
+                "total_tokens": self.prompt_tokens + completion}
+
+    def _chunk_obj(self, text, finish, first):
+        if self.chat:
+            delta = {"content": text}
+            if first:
+                delta = {"role": "assistant", "content": text}
+            choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+            obj = {"id": self.id, "object": "chat.completion.chunk", "created": self.created,
+                   "model": self.model, "choices": [choice]}
+        else:
+            choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish, "stop_reason": None}
+            obj = {"id": self.id, "object": "text_completion", "created": self.created,
+                   "model": self.model, "choices": [choice]}
+        return obj
+
+    def begin(self):
+        if self.stream:
+            h = self.h
+            h.send_response(200)
+            h.send_header("content-type", "text/event-stream; charset=utf-8")
+            h.send_header("transfer-encoding", "chunked")
+            h.send_header("cache-control", "no-cache")
+            h.end_headers()
+            h._access(200)
+
+    def emit(self, tokens, finish, completion_so_far):
+        """Send the tokens of one engine step (several under speculation) as one chunk."""
+        self.text.extend(tokens)
+        if not self.stream:
+            return
+        if self.drop_after is not None and self.sent_tokens >= int(self.drop_after):
+            self._cut()
+        obj = self._chunk_obj("".join(tokens), finish, first=self.sent_tokens == 0)
+        if self.continuous_usage:
+            obj["usage"] = self._usage(completion_so_far)
+        self.h._sse(obj)
+        self.sent_tokens = completion_so_far
+
+    def _cut(self):
+        """drop_stream_after fault: close the socket mid-stream, no terminating chunk, no [DONE]."""
+        self.h.close_connection = True
+        try:
+            self.h.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        raise _Dropped()
+
+    def finish(self, completion, finish):
+        if self.stream:
+            if self.drop_after is not None and self.sent_tokens >= int(self.drop_after):
+                self._cut()
+            if self.include_usage:
+                self.h._sse({"id": self.id, "object": "chat.completion.chunk" if self.chat else "text_completion",
+                             "created": self.created, "model": self.model, "choices": [],
+                             "usage": self._usage(completion)})
+            self.h._sse(b"[DONE]")
+            self.h._chunk(b"")
+            return
+        text = "".join(self.text)
+        if self.chat:
+            choice = {"index": 0, "message": {"role": "assistant", "content": text, "tool_calls": []},
+                      "logprobs": None, "finish_reason": finish}
+            obj = {"id": self.id, "object": "chat.completion", "created": self.created, "model": self.model,
+                   "choices": [choice], "usage": self._usage(completion)}
+        else:
+            choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish, "stop_reason": None}
+            obj = {"id": self.id, "object": "text_completion", "created": self.created, "model": self.model,
+                   "choices": [choice], "usage": self._usage(completion)}
+        if self.drop_after is not None and completion >= int(self.drop_after):
+            self._cut()
+        self.h._send(200, obj)
+
+
+class _Generation:
+    """Prefill then decode steps for one request, paced to absolute deadlines."""
+
+    def __init__(self, state, decoder, rng, prompt_tokens, limit, finish):
+        self.st = state
+        self.dec = decoder
+        self.rng = rng
+        self.prompt_tokens = prompt_tokens
+        self.limit = limit
+        self.finish = finish
+
+    @staticmethod
+    def _sleep_until(deadline):
+        left = deadline - time.monotonic()
+        if left > 0:
+            time.sleep(left)
+
+    def run(self, req):
+        st, stats = self.st, self.st.stats
+        arrival = time.monotonic()
+        with stats.lock:
+            stats.waiting += 1
+        st.slots.acquire()
+        with stats.lock:
+            stats.waiting -= 1
+            stats.running += 1
+            stats.prompt_tokens += self.prompt_tokens
+        produced = 0
+        reason = "abort"
+        try:
+            req.begin()
+            deadline = time.monotonic() + self.dec.prefill_seconds(self.prompt_tokens)
+            self._sleep_until(deadline)
+            with stats.lock:
+                stats.ttft.observe(time.monotonic() - arrival)
+                stats.record_tokens(1)
+            produced = 1
+            pending = textmodel.words(self.rng, 1)
+            last = time.monotonic()
+            while True:
+                done = produced >= self.limit
+                if pending and (done or len(pending) >= st.stream_interval):
+                    req.emit(pending, self.finish if done else None, produced)
+                    pending = []
+                if done:
+                    break
+                with stats.lock:
+                    running = stats.running
+                seconds, accepted = self.dec.step(running)
+                emit = min(1 + accepted, self.limit - produced)
+                deadline += seconds
+                self._sleep_until(deadline)
+                with stats.lock:
+                    if self.dec.spec:
+                        stats.record_spec_step(self.dec.spec.depth, emit - 1)
+                    stats.record_tokens(emit)
+                    now = time.monotonic()
+                    stats.itl.observe(now - last)
+                    last = now
+                produced += emit
+                pending.extend(textmodel.words(self.rng, emit))
+            req.finish(produced, self.finish)
+            reason = self.finish
+        except _Dropped:
+            pass
+        finally:
+            with stats.lock:
+                stats.running -= 1
+                stats.success[reason] = stats.success.get(reason, 0) + 1
+            st.slots.release()

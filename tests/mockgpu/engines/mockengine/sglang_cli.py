@@ -1,0 +1,231 @@
+"""`python3 -m sglang.launch_server ...`: flags, speculative checks, schedulers, readiness."""
+import argparse
+import os
+import sys
+import threading
+import time
+
+from . import SGLANG_VERSION, gpumem, procs, runtime
+from .log import SglangLog, traceback_text
+from .server import make_server
+from .timing import SpecShape
+
+ALGORITHMS = ("EAGLE", "EAGLE3", "STANDALONE", "NGRAM")  # NEXTN is an alias of EAGLE
+PROFILE_OF = {"EAGLE": "eagle", "EAGLE3": "eagle3", "STANDALONE": "draft_model", "NGRAM": "ngram", "NEXTN": "mtp"}
+
+
+class ArgsError(Exception):
+    """`str(exc)` is the exception line SGLang prints."""
+
+
+def build_parser():
+    p = argparse.ArgumentParser(prog="launch_server.py")
+    p.add_argument("--model-path", "--model", dest="model_path", required=True)
+    p.add_argument("--tokenizer-path")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=30000)
+    p.add_argument("--tp-size", "--tp", dest="tp_size", type=int, default=1)
+    p.add_argument("--dp-size", "--dp", dest="dp_size", type=int, default=1)
+    p.add_argument("--mem-fraction-static", type=float)
+    p.add_argument("--served-model-name")
+    p.add_argument("--context-length", type=int)
+    p.add_argument("--enable-metrics", action="store_true")
+    p.add_argument("--trust-remote-code", action="store_true")
+    p.add_argument("--max-running-requests", type=int)
+    p.add_argument("--max-total-tokens", type=int)
+    p.add_argument("--chunked-prefill-size", type=int)
+    p.add_argument("--max-prefill-tokens", type=int)
+    p.add_argument("--cuda-graph-max-bs", type=int)
+    p.add_argument("--cuda-graph-bs", type=int, nargs="+")
+    p.add_argument("--stream-interval", type=int, default=1)
+    p.add_argument("--random-seed", type=int)
+    p.add_argument("--base-gpu-id", type=int, default=0)
+    p.add_argument("--gpu-id-step", type=int, default=1)
+    p.add_argument("--page-size", type=int)
+    p.add_argument("--watchdog-timeout", type=float)
+    for flag in ("--disable-cuda-graph", "--disable-radix-cache", "--enable-torch-compile", "--log-requests",
+                 "--enable-dp-attention", "--skip-server-warmup", "--enable-cache-report", "--show-time-cost",
+                 "--disable-overlap-schedule", "--enable-mixed-chunk"):
+        p.add_argument(flag, action="store_true")
+    for flag in ("--dtype", "--quantization", "--kv-cache-dtype", "--attention-backend", "--log-level",
+                 "--api-key", "--schedule-policy", "--reasoning-parser", "--tool-call-parser", "--chat-template",
+                 "--load-format", "--revision", "--device"):
+        p.add_argument(flag)
+    # speculative decoding
+    p.add_argument("--speculative-algorithm")
+    p.add_argument("--speculative-draft-model-path", "--speculative-draft-model", dest="speculative_draft_model_path")
+    p.add_argument("--speculative-draft-model-revision")
+    p.add_argument("--speculative-draft-model-quantization")
+    p.add_argument("--speculative-num-steps", type=int)
+    p.add_argument("--speculative-eagle-topk", type=int)
+    p.add_argument("--speculative-num-draft-tokens", type=int)
+    p.add_argument("--speculative-accept-threshold-single", type=float, default=1.0)
+    p.add_argument("--speculative-accept-threshold-acc", type=float, default=1.0)
+    p.add_argument("--speculative-token-map")
+    p.add_argument("--speculative-attention-mode", choices=["prefill", "decode"], default="prefill")
+    p.add_argument("--speculative-draft-attention-backend")
+    p.add_argument("--speculative-ngram-min-match-window-size", type=int, default=1)
+    p.add_argument("--speculative-ngram-max-match-window-size", type=int, default=12)
+    p.add_argument("--speculative-ngram-min-bfs-breadth", type=int, default=1)
+    p.add_argument("--speculative-ngram-max-bfs-breadth", type=int, default=10)
+    p.add_argument("--speculative-ngram-match-type", choices=["BFS", "PROB"], default="BFS")
+    p.add_argument("--speculative-ngram-branch-length", "--speculative-ngram-max-trie-depth",
+                   dest="speculative_ngram_branch_length", type=int, default=18)
+    p.add_argument("--speculative-ngram-capacity", type=int, default=10 * 1000 * 1000)
+    return p
+
+
+def check_speculative(args, warn):
+    """ServerArgs' speculative handling; fills the auto values. Raises ArgsError."""
+    if args.speculative_algorithm is None:
+        return None
+    name = args.speculative_algorithm.upper()
+    if name == "NEXTN":
+        profile_key = "mtp"
+        name = "EAGLE"
+        if args.speculative_draft_model_path is None:
+            args.speculative_draft_model_path = args.model_path  # MTP weights ship in the target
+    else:
+        profile_key = PROFILE_OF.get(name)
+    if name not in ALGORITHMS:  # SpeculativeAlgorithm.from_string
+        raise ArgsError("ValueError: Unknown speculative algorithm name: %s" % args.speculative_algorithm)
+    args.speculative_algorithm = name
+    if name in ("EAGLE", "EAGLE3", "STANDALONE"):
+        if args.speculative_draft_model_path is None:
+            raise ArgsError("ValueError: --speculative-draft-model-path is required for --speculative-algorithm %s"
+                            % name)
+        trio = (args.speculative_num_steps, args.speculative_eagle_topk, args.speculative_num_draft_tokens)
+        if all(v is None for v in trio):
+            llama_like = any(s in args.model_path.lower() for s in ("llama", "grok"))
+            (args.speculative_num_steps, args.speculative_eagle_topk,
+             args.speculative_num_draft_tokens) = (5, 4, 8) if llama_like else (3, 1, 4)
+            warn("Auto choose speculative_num_steps=%d, speculative_eagle_topk=%d, speculative_num_draft_tokens=%d"
+                 % (args.speculative_num_steps, args.speculative_eagle_topk, args.speculative_num_draft_tokens))
+        elif any(v is None for v in trio):
+            raise ArgsError("AssertionError: speculative_num_steps, speculative_eagle_topk and "
+                            "speculative_num_draft_tokens must be set together (or all left unset for auto)")
+        for flag, val in zip(("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens"),
+                             (args.speculative_num_steps, args.speculative_eagle_topk,
+                              args.speculative_num_draft_tokens)):
+            if val < 1:
+                raise ArgsError("ValueError: --%s must be >= 1, got %d" % (flag.replace("_", "-"), val))
+        if args.speculative_eagle_topk == 1 and args.speculative_num_draft_tokens != args.speculative_num_steps + 1:
+            warn("speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when speculative_eagle_topk == 1")
+            args.speculative_num_draft_tokens = args.speculative_num_steps + 1
+        shape = SpecShape(profile_key, args.speculative_num_steps, args.speculative_num_draft_tokens - 1,
+                          args.speculative_eagle_topk)
+    else:  # NGRAM
+        lo, hi = args.speculative_ngram_min_match_window_size, args.speculative_ngram_max_match_window_size
+        if lo < 1 or lo > hi:
+            raise ArgsError("ValueError: speculative_ngram_min_match_window_size=%d must be >= 1 and <= "
+                            "speculative_ngram_max_match_window_size=%d" % (lo, hi))
+        if args.enable_dp_attention:
+            raise ArgsError("ValueError: Currently ngram speculative decoding does not support dp attention.")
+        if args.speculative_num_draft_tokens is None:
+            args.speculative_num_draft_tokens = hi
+        if args.speculative_num_draft_tokens < 2:
+            raise ArgsError("ValueError: speculative_num_draft_tokens must be >= 2 for NGRAM, got %d"
+                            % args.speculative_num_draft_tokens)
+        depth = args.speculative_num_draft_tokens - 1
+        shape = SpecShape(profile_key, depth, depth, 1)
+    return shape
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser().parse_args(argv)
+    log = SglangLog()
+    try:
+        spec = check_speculative(args, log.warning)
+    except ArgsError as exc:
+        runtime.print_error(traceback_text(str(exc), [
+            ("<frozen runpy>", 198, "_run_module_as_main", 'return _run_code(code, main_globals, None,'),
+            ("sglang/srt/server_args.py", 1, "__post_init__", "self._handle_speculative_decoding()")]))
+        runtime.exit_now(1)
+    if args.mem_fraction_static is None:
+        args.mem_fraction_static = 0.88
+    log.info("server_args=ServerArgs(%s)" % ", ".join("%s=%r" % kv for kv in sorted(vars(args).items())))
+    fault_key = args.speculative_algorithm or "none"
+    faults, params, load, profile = runtime.resolve("sglang", spec.method_key if spec else None, fault_key)
+    stopper = runtime.Stopper(bool(faults.get("ignore_sigterm")))
+    served = [args.served_model_name or args.model_path]
+    max_len = args.context_length or int(profile.get("max_model_len", 32768))
+    info = dict(vars(args))
+    state = runtime.make_state("sglang", args.model_path, served, max_len, params, spec, faults, profile,
+                               args.max_running_requests or 256, stream_interval=args.stream_interval,
+                               log=True, enable_metrics=args.enable_metrics, server_info=info)
+    try:
+        server = make_server(state, args.host, args.port)
+        server.server_activate()  # SGLang answers (503) while it loads
+    except OSError as exc:
+        runtime.print_error(traceback_text("OSError: [Errno %d] %s" % (exc.errno or 98, exc.strerror or exc)))
+        runtime.exit_now(1)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True).start()
+    for line in ("Started server process [%d]" % os.getpid(), "Waiting for application startup.",
+                 "Application startup complete.",
+                 "Uvicorn running on http://%s:%d (Press CTRL+C to quit)" % (args.host, args.port)):
+        print("INFO:     " + line, flush=True)
+
+    visible = gpumem.visible_gpus()
+    tp = args.tp_size
+    gpus = [args.base_gpu_id + r * args.gpu_id_step for r in range(tp)]
+    if any(g >= len(visible) for g in gpus):
+        runtime.print_error(traceback_text("RuntimeError: CUDA error: invalid device ordinal (tp_size=%d, visible "
+                                           "GPUs=%d)" % (tp, len(visible))))
+        runtime.exit_now(1)
+    escape = runtime.escape_rank(faults, tp)
+    fail = runtime.fail_message(faults, "RuntimeError: CUDA error: an illegal memory access was encountered")
+    ranks = []
+    for rank in range(tp):
+        ranks.append(("sglang::scheduler_TP%d" % rank, {
+            "role": "worker", "engine": "sglang", "title": "sglang::scheduler_TP%d" % rank, "rank": rank,
+            "gpu": visible[gpus[rank]], "fraction": args.mem_fraction_static, "load_seconds": load,
+            "escape": rank == escape, "fail": fail if rank == 0 else None,
+            "ignore_sigterm": bool(faults.get("ignore_sigterm")), "log_tag": "TP%d" % rank}))
+    ranks.append(("sglang::detokenizer", {"role": "idle", "engine": "sglang", "title": "sglang::detokenizer",
+                                          "rank": "detokenizer",
+                                          "ignore_sigterm": bool(faults.get("ignore_sigterm"))}))
+    sup = procs.Supervisor(log)
+    sup.start(ranks)
+    error = _wait(sup, len(ranks), stopper)
+    if error == "stop":
+        _shutdown(log, state, server, sup)
+    if error:
+        log.error("Scheduler hit an exception: %s" % error)
+        runtime.print_error(traceback_text("RuntimeError: Initialization failed. Please see the error messages above."))
+        sup.stop()
+        runtime.exit_now(1)
+    if faults.get("never_ready"):
+        log.info("Waiting for the warmup request to finish...")
+    else:
+        state.ready = True
+        log.info("End of prefill warmup with status 200, resp: [{'text': '.', 'meta_info': {}}]")
+        log.info("The server is fired up and ready to roll!")
+    while not stopper.wait(0.2):
+        dead = sup.crashed()
+        if dead:
+            log.error("Child process unexpectedly failed: %s" % dead)
+            state.shutting_down = True
+            sup.stop()
+            runtime.exit_now(1)
+    _shutdown(log, state, server, sup)
+
+
+def _wait(sup, count, stopper):
+    deadline = time.monotonic() + 3600
+    while time.monotonic() < deadline:
+        if stopper.wait(0):
+            return "stop"
+        error = sup.wait_ready(count, 0.2)
+        if error != "timeout":
+            return error
+    return "timeout"
+
+
+def _shutdown(log, state, server, sup):
+    log.info("Gracefully exiting... Remaining number of requests 0.")
+    state.shutting_down = True
+    server.shutdown()
+    server.server_close()
+    sup.stop()
+    runtime.exit_now(0)

@@ -1,0 +1,284 @@
+"""`vllm serve MODEL ...`: flags, speculative config, process tree, readiness, shutdown."""
+import argparse
+import json
+import os
+import select
+import sys
+import threading
+import time
+
+from . import VLLM_VERSION, gpumem, procs, runtime
+from .log import VllmLog, traceback_text
+from .server import make_server
+from .timing import SpecShape
+from .vllm_spec import ConfigError, validate
+
+# Flags whose value is a JSON object and that also accept dotted keys (--speculative-config.method X).
+DICT_ARGS = ("speculative-config", "compilation-config", "kv-transfer-config", "hf-overrides",
+             "override-generation-config", "limit-mm-per-prompt", "kv-events-config",
+             "structured-outputs-config")
+
+
+def _json_value(text):
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def loads(text):  # named like vLLM's parser so argparse says "invalid loads value"
+    value = json.loads(text)
+    if not isinstance(value, dict):
+        raise ValueError(text)
+    return value
+
+
+def human_int(text):
+    """--max-model-len accepts 32768, 32k, 1M like vLLM."""
+    t = text.strip().lower()
+    mult = {"k": 1000, "m": 1000 ** 2}.get(t[-1:], 1) if t[-1:] in "km" else 1
+    return int(float(t[:-1] if mult > 1 else t) * mult)
+
+
+def preprocess(argv):
+    """vLLM's FlexibleArgumentParser: `_`/`-` in flag names, dotted keys folded into one dict."""
+    out, dotted = [], {}
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg.startswith("--") and len(arg) > 2:
+            key, eq, val = arg[2:].partition("=")
+            head, dot, rest = key.partition(".")
+            head = head.replace("_", "-")
+            if dot and head in DICT_ARGS:
+                if not eq:
+                    if i + 1 >= len(argv):
+                        out.append("--" + head)  # let argparse report the missing value
+                        break
+                    i += 1
+                    val = argv[i]
+                node = dotted.setdefault(head, {})
+                keys = rest.split(".")
+                for k in keys[:-1]:
+                    node = node.setdefault(k, {})
+                node[keys[-1]] = _json_value(val)
+                i += 1
+                continue
+            arg = "--" + head + dot + rest + eq + val
+        out.append(arg)
+        i += 1
+    return out, dotted
+
+
+def build_parser():
+    p = argparse.ArgumentParser(prog="vllm serve", usage="vllm serve [model_tag] [options]", allow_abbrev=False)
+    p.add_argument("model_tag", nargs="?")
+    p.add_argument("--model")
+    p.add_argument("--host")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--served-model-name", nargs="+")
+    p.add_argument("--tensor-parallel-size", "-tp", type=int, default=1)
+    p.add_argument("--pipeline-parallel-size", "-pp", type=int, default=1)
+    p.add_argument("--data-parallel-size", "-dp", type=int, default=1)
+    p.add_argument("--gpu-memory-utilization", type=float, default=0.9)
+    p.add_argument("--max-model-len", type=human_int)
+    p.add_argument("--max-num-seqs", type=int, default=256)
+    p.add_argument("--max-num-batched-tokens", type=human_int)
+    p.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction, default=None)
+    p.add_argument("--enable-chunked-prefill", action=argparse.BooleanOptionalAction, default=None)
+    p.add_argument("--trust-remote-code", action="store_true")
+    p.add_argument("--enforce-eager", action="store_true")
+    p.add_argument("--async-scheduling", action=argparse.BooleanOptionalAction, default=None)
+    p.add_argument("--disable-custom-all-reduce", action="store_true")
+    p.add_argument("--disable-log-stats", action="store_true")
+    p.add_argument("--enable-log-requests", action="store_true")
+    p.add_argument("--disable-uvicorn-access-log", action="store_true")
+    p.add_argument("--stream-interval", type=int, default=1)
+    for flag in ("--dtype", "--quantization", "--kv-cache-dtype", "--tokenizer", "--tokenizer-mode",
+                 "--revision", "--download-dir", "--load-format", "--api-key", "--uvicorn-log-level",
+                 "--chat-template", "--tool-call-parser", "--reasoning-parser", "--generation-config",
+                 "--distributed-executor-backend", "--root-path", "--config"):
+        p.add_argument(flag)
+    p.add_argument("-q", dest="quantization")
+    p.add_argument("--seed", type=int)
+    p.add_argument("--max-logprobs", type=int)
+    p.add_argument("--swap-space", type=float)
+    p.add_argument("--block-size", type=int)
+    p.add_argument("--enable-auto-tool-choice", action="store_true")
+    for flag in DICT_ARGS:
+        p.add_argument("--" + flag, type=loads)
+    p.add_argument("-O", dest="compilation_config", type=_json_value)
+    return p
+
+
+def parse(argv):
+    argv, dotted = preprocess(argv)
+    top = argparse.ArgumentParser(prog="vllm", allow_abbrev=False)
+    top.add_argument("--version", action="version", version=VLLM_VERSION)
+    top.add_argument("subcommand", choices=["serve"])
+    if not argv or argv[0].startswith("-"):
+        top.parse_args(argv)  # --version / usage error
+    if argv[0] != "serve":
+        top.error("argument subcommand: invalid choice: '%s' (choose from 'serve')" % argv[0])
+    args = build_parser().parse_args(argv[1:])
+    model = args.model or args.model_tag
+    if not model:
+        model = "Qwen/Qwen3-0.6B"  # vLLM's default model
+    args.model = model
+    spec = dict(args.speculative_config or {})
+    spec = _merge(spec, dotted.get("speculative-config", {}))
+    args.speculative_config = spec or None
+    return args
+
+
+def _merge(base, over):
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse(argv)
+    log = VllmLog()
+    log.info("vLLM API server version %s" % VLLM_VERSION, "api_server.py:1")
+    defaults = vars(build_parser().parse_args([]))
+    log.info("non-default args: %s" % {k: v for k, v in vars(args).items() if defaults.get(k) != v}, "utils.py:1")
+    tp = args.tensor_parallel_size
+    spec_cfg = None
+    if args.speculative_config:
+        try:
+            spec_cfg = validate(args.speculative_config, args.model, tp,
+                                lambda m: log.warning(m, "speculative.py:1"))
+        except ConfigError as exc:
+            runtime.print_error(traceback_text(str(exc), [
+                (sys.argv[0], 8, "<module>", "sys.exit(main())"),
+                ("vllm/engine/arg_utils.py", 1, "create_speculative_config",
+                 "return SpeculativeConfig(**self.speculative_config)")]))
+            runtime.exit_now(1)
+    method = spec_cfg["method"] if spec_cfg else "none"
+    faults, params, load, profile = runtime.resolve("vllm", spec_cfg["profile"] if spec_cfg else None, method)
+    spec = SpecShape(method, spec_cfg["num_speculative_tokens"]) if spec_cfg else None
+    if spec_cfg:
+        log.info("SpeculativeConfig(method=%r, model=%r, num_spec_tokens=%d)" % (
+            spec_cfg["method"], spec_cfg["model"], spec_cfg["num_speculative_tokens"]), "core.py:1")
+    stopper = runtime.Stopper(bool(faults.get("ignore_sigterm")))
+
+    served = args.served_model_name or [args.model]
+    max_len = args.max_model_len or int(profile.get("max_model_len", 32768))
+    state = runtime.make_state("vllm", args.model, served, max_len, params, spec, faults, profile,
+                               args.max_num_seqs, stream_interval=args.stream_interval,
+                               log=not args.disable_uvicorn_access_log)
+    host = args.host if args.host is not None else "0.0.0.0"
+    try:  # vLLM binds its socket before building the engine, but listens only when ready
+        server = make_server(state, host, args.port)
+    except OSError as exc:
+        runtime.print_error(traceback_text("OSError: [Errno %d] %s" % (exc.errno or 98, exc.strerror or exc)))
+        runtime.exit_now(1)
+
+    visible = gpumem.visible_gpus()
+    world = tp * args.pipeline_parallel_size
+    if len(visible) < world:
+        runtime.print_error(traceback_text(
+            "ValueError: World size (%d) is larger than the number of available GPUs (%d) in this node." % (
+                world, len(visible))))
+        runtime.exit_now(1)
+    escape = runtime.escape_rank(faults, world)
+    fail = runtime.fail_message(faults, "RuntimeError: CUDA error: an illegal memory access was encountered")
+    workers = []
+    for rank in range(world):
+        workers.append({"role": "worker", "engine": "vllm", "title": "VLLM::Worker_TP%d" % rank, "rank": rank,
+                        "gpu": visible[rank], "fraction": args.gpu_memory_utilization, "load_seconds": load,
+                        "escape": rank == escape, "fail": fail if rank == 0 else None,
+                        "ignore_sigterm": bool(faults.get("ignore_sigterm")),
+                        "log_proc": "Worker_TP%d" % rank})
+    rfd, wfd = os.pipe()
+    timeout = float(os.environ.get("VLLM_ENGINE_READY_TIMEOUT_S", "600"))
+    core = procs.spawn("VLLM::EngineCore", {
+        "role": "enginecore", "engine": "vllm", "title": "VLLM::EngineCore", "rank": -1, "workers": workers,
+        "never_ready": bool(faults.get("never_ready")), "ignore_sigterm": bool(faults.get("ignore_sigterm")),
+        "ready_timeout": timeout}, wfd)
+    os.close(wfd)
+    error = _wait_core(rfd, core, timeout, stopper)
+    if error == "stop":
+        _shutdown(log, server, core, started=False)
+    if error:
+        log.error("Engine core initialization failed.", "core_client.py:1")
+        runtime.print_error(traceback_text(
+            "RuntimeError: Engine core initialization failed. See root cause above. "
+            "Failed core proc(s): {'EngineCore_DP0': %s}" % (core.poll() if core.poll() is not None else 1)))
+        if core.poll() is None:
+            core.kill()
+        runtime.exit_now(1)
+
+    server.server_activate()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True).start()
+    state.ready = True
+    log.info("Starting vLLM API server 0 on http://%s:%d" % (host, args.port), "launcher.py:1")
+    for line in ("Started server process [%d]" % os.getpid(), "Waiting for application startup.",
+                 "Application startup complete."):
+        print("INFO:     " + line, flush=True)
+    stats_at = time.monotonic()
+    while not stopper.wait(0.2):
+        if core.poll() is not None:
+            # vLLM #48966: a dead EngineCore makes the API server exit, with status 0.
+            log.error("Engine core proc EngineCore_DP0 died unexpectedly, shutting down client.", "core_client.py:1")
+            state.shutting_down = True
+            server.shutdown()
+            runtime.exit_now(0)
+        if not args.disable_log_stats and time.monotonic() - stats_at >= 10:
+            stats_at = time.monotonic()
+            _log_stats(log, state)
+    _shutdown(log, server, core, started=True)
+
+
+def _wait_core(rfd, core, timeout, stopper):
+    deadline = time.monotonic() + timeout
+    buf = b""
+    while time.monotonic() < deadline:
+        if stopper.event.is_set():
+            return "stop"
+        ready, _, _ = select.select([rfd], [], [], 0.2)
+        if ready:
+            chunk = os.read(rfd, 65536)
+            if not chunk and core.poll() is not None:
+                return "EngineCore exited with code %s" % core.poll()
+            buf += chunk
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                msg = json.loads(line)
+                return None if msg.get("ok") else msg.get("error", "failed")
+        elif core.poll() is not None:
+            return "EngineCore exited with code %s" % core.poll()
+        if stopper.cap and time.monotonic() - stopper.start > stopper.cap:
+            return "stop"
+    return "TimeoutError: Timed out waiting for engines to send initial message"
+
+
+def _log_stats(log, state):
+    s = state.stats
+    with s.lock:
+        if not s.running and not s.waiting:
+            return
+        log.info("Engine 000: Avg generation throughput: %.1f tokens/s, Running: %d reqs, Waiting: %d reqs" % (
+            s.last_gen_throughput, s.running, s.waiting), "loggers.py:1")
+        if state.spec is not None and s.drafts:
+            log.info("SpecDecoding metrics: Mean acceptance length: %.2f, Accepted: %d tokens, Drafted: %d tokens, "
+                     "Avg Draft acceptance rate: %.1f%%" % (1 + s.accepted / s.drafts, s.accepted, s.draft_tokens,
+                                                            100.0 * s.accepted / max(1, s.draft_tokens)), "metrics.py:1")
+
+
+def _shutdown(log, server, core, started):
+    log.info("Shutting down FastAPI HTTP server.", "launcher.py:1")
+    server.RequestHandlerClass.state.shutting_down = True
+    if started:
+        server.shutdown()
+    server.server_close()
+    if core.poll() is None:
+        core.terminate()
+        try:
+            core.wait(5)
+        except Exception:  # noqa: BLE001 - escalate on any wait failure
+            core.kill()
+    runtime.exit_now(0)
