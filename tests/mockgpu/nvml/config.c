@@ -17,6 +17,15 @@ struct gpu_ctx {
     int have;
 };
 
+/* Names, UUIDs and versions of real GPUs are printable ASCII; callers decode them as such. */
+static int printable(const char *s)
+{
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || (unsigned char)*s > 0x7e)
+            return 0;
+    return 1;
+}
+
 static int gpu_member(mj_cur *c, const char *key, void *vctx)
 {
     struct gpu_ctx *g = vctx;
@@ -30,10 +39,10 @@ static int gpu_member(mj_cur *c, const char *key, void *vctx)
         return 0;
     }
     if (strcmp(key, "name") == 0)
-        return mj_string(c, g->gpu->name, sizeof g->gpu->name);
+        return mj_string(c, g->gpu->name, sizeof g->gpu->name) || !printable(g->gpu->name) ? -1 : 0;
     if (strcmp(key, "uuid") == 0) {
         g->have |= HAVE_UUID;
-        return mj_string(c, g->gpu->uuid, sizeof g->gpu->uuid);
+        return mj_string(c, g->gpu->uuid, sizeof g->gpu->uuid) || !printable(g->gpu->uuid) ? -1 : 0;
     }
     if (strcmp(key, "memory_total_mib") == 0) {
         g->have |= HAVE_TOTAL;
@@ -71,7 +80,8 @@ static int top_member(mj_cur *c, const char *key, void *vctx)
     if (strcmp(key, "gpus") == 0)
         return mj_array(c, gpu_elem, cfg);
     if (strcmp(key, "driver_version") == 0)
-        return mj_string(c, cfg->driver_version, sizeof cfg->driver_version);
+        return mj_string(c, cfg->driver_version, sizeof cfg->driver_version) ||
+               !printable(cfg->driver_version) ? -1 : 0;
     if (strcmp(key, "cuda_driver_version") == 0)
         return mj_uint(c, &cfg->cuda_version);
     return mj_skip(c);
@@ -99,9 +109,10 @@ int mock_config_parse(const char *text, size_t len, struct mock_config *cfg,
         return -1;
     }
     qsort(cfg->gpus, (size_t)cfg->count, sizeof cfg->gpus[0], by_index);
-    for (i = 1; i < cfg->count; i++) {
-        if (cfg->gpus[i].index == cfg->gpus[i - 1].index) {
-            snprintf(err, errlen, "duplicate GPU index %u", cfg->gpus[i].index);
+    /* NVML indices are 0..N-1: handle i must be the GPU with index i */
+    for (i = 0; i < cfg->count; i++) {
+        if (cfg->gpus[i].index != (unsigned)i) {
+            snprintf(err, errlen, "GPU indices must be 0..%d without gaps or duplicates", cfg->count - 1);
             return -1;
         }
     }

@@ -282,9 +282,11 @@ def test_missing_or_broken_config_fails_init_cleanly(host):
     broken = host.probe("emit([err(n.nvmlInit), err(n.nvmlDeviceGetCount), node_fds()])")
     host.write_config({"gpus": [dict(GPUS[0], index=0), dict(GPUS[1], index=0)]})
     duplicate = host.probe("emit(err(n.nvmlInit))")
+    host.write_config({"gpus": [dict(GPUS[0], index=0), dict(GPUS[1], index=2)]})
+    gap = host.probe("emit(err(n.nvmlInit))")
     assert missing == "NVMLError_DriverNotLoaded"
     assert broken == ["NVMLError_Unknown", "NVMLError_Uninitialized", []]
-    assert duplicate == "NVMLError_Unknown"
+    assert duplicate == gap == "NVMLError_Unknown"
 
 
 def test_process_name_is_argv0(host):
@@ -302,3 +304,59 @@ def test_error_strings(host):
     """)
     assert got == ["Success", "Uninitialized", "Invalid Argument", "Not Found", "Insufficient Size",
                    "Version mismatch between passed argument and the API", "Unknown Error"]
+
+
+def _mutations(text, rng, count):
+    """Byte flips, deletions, duplications and truncations of a valid document."""
+    out = []
+    for _ in range(count):
+        b = bytearray(text.encode())
+        for _ in range(rng.randint(1, 4)):
+            i = rng.randrange(len(b))
+            op = rng.randrange(4)
+            if op == 0:
+                b[i] = rng.choice(b'{}[]":,0123456789-.eE \\xtu\x00\xff')
+            elif op == 1:
+                del b[i]
+            elif op == 2:
+                b[i:i] = b[i:i + rng.randint(1, 8)]
+            else:
+                del b[i:]
+                break
+        out.append(bytes(b))
+    return out
+
+
+def test_mutated_registry_entries_and_configs_never_crash(host):
+    import random
+    rng = random.Random(1234)
+    live = host.start_holder("--gpu", "0", "--mib", "64")
+    valid = json.dumps({"pid": live.pid, "gpu": 1, "mib": 5, "starttime": read_starttime(live.pid)})
+    for k, blob in enumerate(_mutations(valid, rng, 300)):
+        # named for live pids and GPU 1, which nobody holds: none may count, none may crash
+        name = "%d.1" % (live.pid if k % 2 else os.getpid())
+        with open(os.path.join(host.registry, name), "wb") as f:
+            f.write(blob)
+        if k % 30 == 29:
+            snap = host.snapshot()
+            assert snap[0]["procs"] == {str(live.pid): 64} and snap[1]["procs"] == {}
+    configs = [b.decode("latin-1") for b in _mutations(json.dumps({"gpus": GPUS}), rng, 300)]
+    got = host.probe("""
+        results = {}
+        for text in json.loads(sys.argv[1]):
+            with open(os.environ["MOCKGPU_CONFIG"], "w", encoding="latin-1") as f:
+                f.write(text)
+            e = err(n.nvmlInit)
+            if e is None:
+                count = n.nvmlDeviceGetCount()
+                for i in range(count):
+                    h = n.nvmlDeviceGetHandleByIndex(i)
+                    n.nvmlDeviceGetName(h), n.nvmlDeviceGetUUID(h), n.nvmlDeviceGetMemoryInfo(h)
+                n.nvmlShutdown()
+                e = "ok:%d" % count
+            results[e] = results.get(e, 0) + 1
+        emit(results)
+    """, args=[json.dumps(configs)])
+    assert sum(got.values()) == len(configs)
+    assert set(got) <= {"NVMLError_Unknown", "ok:0", "ok:1", "ok:2"}
+    assert got.get("NVMLError_Unknown", 0) > 100  # most mutations are rejected, not half-read
