@@ -1,4 +1,3 @@
-#!/usr/bin/python3
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Print what NVML reports for every GPU of this host as one JSON document (for verify playbooks).
 
@@ -33,7 +32,9 @@ def gpu_state():
     for k in range(pynvml.nvmlDeviceGetCount()):
         h = pynvml.nvmlDeviceGetHandleByIndex(k)
         mem = pynvml.nvmlDeviceGetMemoryInfo(h, version=pynvml.nvmlMemory_v2)
-        procs = [{"pid": p.pid, "used_mib": (p.usedGpuMemory or 0) >> 20, "cmdline": _read(f"/proc/{p.pid}/cmdline").replace("\0", " ").strip(), "cgroup": _cgroup(p.pid)}
+        procs = [{"pid": p.pid, "used_mib": (p.usedGpuMemory or 0) >> 20,
+                  "cmdline": _read(f"/proc/{p.pid}/cmdline").replace("\0", " ").strip(),
+                  "cgroup": _cgroup(p.pid)}
                  for p in pynvml.nvmlDeviceGetComputeRunningProcesses(h)]
         gpus.append({"index": k, "uuid": pynvml.nvmlDeviceGetUUID(h), "total_mib": mem.total >> 20,
                      "used_mib": mem.used >> 20, "reserved_mib": mem.reserved >> 20, "procs": procs})
