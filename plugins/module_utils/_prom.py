@@ -1,0 +1,179 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Prometheus text exposition parsing and counter deltas (speculative-decoding acceptance).
+
+prometheus_client's own text parser is used when the target has it; otherwise a small parser
+that handles what the engines emit (comments, labels with escapes, exponent / NaN / Inf values,
+optional timestamps).
+"""
+from __future__ import annotations
+
+import math
+
+try:
+    from prometheus_client.parser import text_string_to_metric_families as _pc_families
+    HAS_PROMETHEUS_CLIENT = True
+except ImportError:
+    _pc_families = None
+    HAS_PROMETHEUS_CLIENT = False
+
+VLLM_PREFIX = 'vllm:spec_decode_'
+DRAFTS = 'vllm:spec_decode_num_drafts_total'
+DRAFT_TOKENS = 'vllm:spec_decode_num_draft_tokens_total'
+ACCEPTED = 'vllm:spec_decode_num_accepted_tokens_total'
+PER_POS = 'vllm:spec_decode_num_accepted_tokens_per_pos_total'
+
+
+class PromParseError(ValueError):
+    pass
+
+
+def _parse_value(text):
+    low = text.lower()
+    if low in ('nan',):
+        return math.nan
+    if low in ('+inf', 'inf'):
+        return math.inf
+    if low == '-inf':
+        return -math.inf
+    try:
+        return float(text)
+    except ValueError:
+        raise PromParseError('bad sample value %r' % text)
+
+
+def _parse_labels(text, pos):
+    """Parse `{a="b",c="d"}` starting after the `{` at pos; return (labels, index after `}`)."""
+    labels = {}
+    n = len(text)
+    while True:
+        while pos < n and text[pos] in ' \t,':
+            pos += 1
+        if pos >= n:
+            raise PromParseError('unterminated label set')
+        if text[pos] == '}':
+            return labels, pos + 1
+        eq = text.find('=', pos)
+        if eq < 0:
+            raise PromParseError('label without value')
+        name = text[pos:eq].strip()
+        pos = eq + 1
+        while pos < n and text[pos] == ' ':
+            pos += 1
+        if pos >= n or text[pos] != '"':
+            raise PromParseError('label value must be quoted')
+        pos += 1
+        out = []
+        while True:
+            if pos >= n:
+                raise PromParseError('unterminated label value')
+            ch = text[pos]
+            if ch == '\\' and pos + 1 < n:
+                nxt = text[pos + 1]
+                out.append({'n': '\n', '\\': '\\', '"': '"'}.get(nxt, '\\' + nxt))
+                pos += 2
+                continue
+            if ch == '"':
+                pos += 1
+                break
+            out.append(ch)
+            pos += 1
+        labels[name] = ''.join(out)
+
+
+def parse_text_small(text):
+    """The fallback parser: return a list of (name, labels, value) samples."""
+    samples = []
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith('#'):
+            continue
+        brace = line.find('{')
+        space = line.find(' ')
+        try:
+            if brace >= 0 and (space < 0 or brace < space):
+                name = line[:brace]
+                labels, pos = _parse_labels(line, brace + 1)
+                rest = line[pos:].split()
+            else:
+                parts = line.split()
+                name, labels, rest = parts[0], {}, parts[1:]
+            if not rest:
+                raise PromParseError('sample without value')
+            samples.append((name, labels, _parse_value(rest[0])))
+        except PromParseError as exc:
+            raise PromParseError('line %d: %s' % (lineno, exc))
+    return samples
+
+
+def parse_text(text):
+    """Return [(name, labels, value)]; prometheus_client's parser when importable."""
+    if _pc_families is not None:
+        try:
+            return [(s.name, dict(s.labels), float(s.value))
+                    for fam in _pc_families(text) for s in fam.samples]
+        except ValueError as exc:
+            raise PromParseError(str(exc))
+    return parse_text_small(text)
+
+
+def counters(samples, prefix):
+    """Sum samples whose name starts with prefix, keyed by (name, position label or None).
+
+    Several engines (data parallel) or models export one series each; their sum is the server's.
+    """
+    out = {}
+    for name, labels, value in samples:
+        if not name.startswith(prefix) or math.isnan(value):
+            continue
+        key = (name, labels.get('position'))
+        out[key] = out.get(key, 0.0) + value
+    return out
+
+
+def delta(before, after):
+    """Counter differences after - before; a series that went down was reset (server restart).
+
+    After a reset the increase since the restart is the after value itself: the part counted before
+    the restart is lost, exactly as Prometheus' increase() treats it. Returns (deltas, reset_keys).
+    """
+    out, resets = {}, []
+    for key, new in after.items():
+        old = before.get(key, 0.0)
+        if new < old:
+            resets.append(key)
+            out[key] = new
+        else:
+            out[key] = new - old
+    return out, resets
+
+
+def vllm_acceptance(before, after):
+    """Acceptance over the window between two scrapes of vLLM's spec_decode counters, or None."""
+    d, resets = delta(before, after)
+    drafts = d.get((DRAFTS, None), 0.0)
+    draft_tokens = d.get((DRAFT_TOKENS, None), 0.0)
+    accepted = d.get((ACCEPTED, None), 0.0)
+    if (DRAFTS, None) not in after:
+        return None
+    positions = sorted(
+        ((int(pos), v) for (name, pos), v in d.items() if name == PER_POS and pos is not None),
+        key=lambda kv: kv[0])
+    return {
+        'source': 'vllm_counters',
+        'drafts': int(drafts),
+        'draft_tokens': int(draft_tokens),
+        'accepted_tokens': int(accepted),
+        'acceptance_rate': (accepted / draft_tokens) if draft_tokens else None,
+        'mean_acceptance_length': (1.0 + accepted / drafts) if drafts else None,
+        'per_position': [v / drafts for _, v in positions] if drafts else [],
+        'counter_reset': bool(resets),
+        'caveat': ('counters went down during the run (server restarted): only the part since the '
+                   'restart is counted') if resets else None,
+    }
+
+
+def sglang_gauge(samples):
+    """SGLang's `sglang:spec_accept_length` gauge (last batch only) if exported, else None."""
+    vals = [v for name, _, v in samples if name == 'sglang:spec_accept_length' and not math.isnan(v)]
+    return (sum(vals) / len(vals)) if vals else None

@@ -1,0 +1,516 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: llmops.specdec contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: spec_bench
+short_description: Benchmark decoding speed and speculative acceptance of a vLLM or SGLang server
+version_added: 0.1.0
+description:
+  - Sends streaming requests (temperature 0, C(stream_options.include_usage)) to the server's OpenAI-compatible
+    completions or chat API from a closed loop of O(concurrency) workers, and measures per request the time to
+    first token (TTFT), the time per output token (TPOT), the gaps between streamed chunks, the per-token
+    latency, the end-to-end latency, the tokens and the errors; per level the output tokens per second,
+    the requests per second, mean / median / p90 / p99, and the error count. Warm-up requests are not counted.
+  - Token counts come from the server's C(usage), never from the requested length. With O(chunk_usage)
+    the server also reports the running count in every chunk (vLLM and SGLang C(continuous_usage_stats)),
+    which gives the tokens per chunk under speculation and so the exact per-token latency.
+  - "Speculative acceptance: from vLLM the C(vllm:spec_decode_*_total) counters are read before and after
+    each level and differenced (acceptance rate, mean acceptance length = 1 + accepted / drafts, per
+    position; a counter that went down means the server restarted and is reported). From SGLang the
+    C(avg_spec_accept_length) of C(/get_server_info), which is a running average since the server started:
+    the result says so in RV(bench.levels[].acceptance.caveat)."
+  - TTFT runs from the moment the request body is written to the socket to the arrival of the first chunk
+    that carries a token; TPOT = (e2e - TTFT) / (output tokens - 1), where e2e ends at the last chunk that
+    carries a token. Timestamps are taken right after each socket read; the stream is parsed after the level.
+  - The module only reads from the server. It fails when no request succeeded; otherwise failed requests
+    are counted by kind in the result.
+author:
+  - llmops.specdec contributors
+options:
+  url:
+    description:
+      - Base URL of the server, for example C(http://127.0.0.1:8000). A trailing C(/v1) is accepted.
+    type: str
+    required: true
+  api:
+    description:
+      - Which OpenAI-compatible API to stream from, C(/v1/completions) or C(/v1/chat/completions).
+    type: str
+    choices: [completions, chat]
+    default: completions
+  model:
+    description:
+      - Model name to send. When omitted, the first model listed by C(/v1/models) is used.
+    type: str
+  suite:
+    description:
+      - A prompt suite shipped with the collection. C(reasoning) has short fresh questions (little for n-gram
+        drafting to copy), C(coding) code to change, C(chat) everyday requests, C(summarise) long passages to
+        summarise or quote, C(repetitive) tables, units and logs to reproduce (the most to copy);
+        C(all) interleaves every category.
+      - Used when neither O(prompts) nor O(prompts_file) is given.
+    type: str
+    choices: [reasoning, coding, chat, summarise, repetitive, all]
+    default: all
+  prompts:
+    description:
+      - Prompts to send instead of a suite, used round-robin.
+    type: list
+    elements: str
+  prompts_file:
+    description:
+      - Path on the target of a prompts file, used round-robin instead of a suite.
+      - Either JSON lines with a C(prompt) and an optional C(category) key, or one prompt per line
+        (a literal C(\n) stands for a newline). Blank lines and lines starting with C(#) are skipped.
+    type: path
+  max_tokens:
+    description:
+      - Tokens to generate per request (C(max_tokens)).
+    type: int
+    default: 256
+  ignore_eos:
+    description:
+      - Send C(ignore_eos) (vLLM and SGLang honour it) so every request decodes O(max_tokens) tokens and runs
+        are comparable. Token counts still come from the server's C(usage).
+    type: bool
+    default: true
+  temperature:
+    description:
+      - Sampling temperature. C(0) (greedy) makes the output, and so the acceptance, repeatable.
+    type: float
+    default: 0.0
+  concurrency:
+    description:
+      - Concurrency levels to run, one after the other; each level is a closed loop of that many workers.
+    type: list
+    elements: int
+    default: [1]
+  requests:
+    description:
+      - Measured requests per concurrency level.
+    type: int
+    default: 16
+  warmup:
+    description:
+      - Unmeasured requests sent before each level, at that level's concurrency.
+    type: int
+    default: 2
+  metrics:
+    description:
+      - Where to read speculative acceptance from. C(auto) picks C(vllm) when C(/metrics) has C(vllm:) series,
+        C(sglang) when C(/get_server_info) answers, else C(none).
+    type: str
+    choices: [auto, vllm, sglang, none]
+    default: auto
+  chunk_usage:
+    description:
+      - Ask for C(stream_options.continuous_usage_stats) so every chunk carries the running token count;
+        needed for the exact per-token latency when a chunk carries several tokens.
+      - Without it (or when the server ignores it) each chunk gap is spread over the request's mean tokens per
+        chunk; RV(bench.levels[].token_latency_source) says which.
+    type: bool
+    default: true
+  api_key:
+    description:
+      - Bearer token, when the server runs with C(--api-key).
+    type: str
+  timeout:
+    description:
+      - Seconds a request may wait to connect, for the response, and between two reads of its stream.
+        A request that stalls longer is counted as a C(timeout) error.
+    type: float
+    default: 60
+  validate_certs:
+    description:
+      - Whether to validate TLS certificates for an C(https) O(url).
+    type: bool
+    default: true
+  use_proxy:
+    description:
+      - Whether to honour C(http_proxy) and friends. Off by default because a proxy would be measured too.
+    type: bool
+    default: false
+  output:
+    description:
+      - Path on the target to write the RV(bench) result to, as JSON (mode C(0644)). Not written in check mode.
+    type: path
+attributes:
+  check_mode:
+    support: partial
+    details:
+      - The benchmark only reads from the server, so it runs in check mode and reports real figures.
+      - O(output) is not written in check mode.
+  diff_mode:
+    support: none
+  idempotent:
+    support: full
+    details:
+      - Always reports RV(changed=false); the figures differ from run to run as measurements do.
+extends_documentation_fragment:
+  - llmops.specdec._attributes
+notes:
+  - Runs on the target with the Python standard library and C(ansible.module_utils.urls); a worker thread per
+    concurrent stream.
+  - Run it on the host that runs the engine (or close to it): network latency is part of what it measures.
+seealso:
+  - name: bench/README.md
+    description: How exact and how cheap the measurement is, beside C(vllm bench serve) and C(sglang.bench_serving).
+    link: https://github.com/llmops/specdec/blob/main/bench/README.md
+"""
+
+EXAMPLES = r"""
+- name: Benchmark the vLLM server with the repetitive suite at 1 and 8 streams
+  llmops.specdec.spec_bench:
+    url: http://127.0.0.1:8000
+    suite: repetitive
+    concurrency: [1, 8]
+    requests: 32
+    output: /var/lib/specdec/bench-ngram.json
+  register: bench_result
+
+- name: Show decode speed and acceptance at one stream
+  ansible.builtin.debug:
+    msg: >-
+      {{ bench_result.bench.single_stream_tok_s | round(1) }} tok/s,
+      acceptance length {{ bench_result.bench.levels[0].acceptance.mean_acceptance_length }}
+
+- name: Benchmark an SGLang server through the chat API with a user prompts file
+  llmops.specdec.spec_bench:
+    url: http://127.0.0.1:30000
+    api: chat
+    prompts_file: /etc/specdec/prompts.jsonl
+    max_tokens: 512
+    api_key: "{{ sglang_api_key }}"
+"""
+
+RETURN = r"""
+bench:
+  description: The benchmark result.
+  returned: always
+  type: dict
+  contains:
+    url:
+      description: The O(url) benchmarked.
+      type: str
+      sample: http://127.0.0.1:8000
+    api:
+      description: The API used.
+      type: str
+      sample: completions
+    model:
+      description: The model name sent (given or discovered).
+      type: str
+      sample: meta-llama/Llama-3.1-8B-Instruct
+    metrics_source:
+      description: Where acceptance was read from, C(vllm), C(sglang) or C(none).
+      type: str
+      sample: vllm
+    prompts:
+      description: Number of distinct prompts used round-robin.
+      type: int
+      sample: 5
+    categories:
+      description: Number of prompts per category (C(file) for plain user prompts).
+      type: dict
+      sample: {repetitive: 5}
+    max_tokens:
+      description: The O(max_tokens) requested.
+      type: int
+      sample: 256
+    ignore_eos:
+      description: Whether O(ignore_eos) was sent.
+      type: bool
+      sample: true
+    temperature:
+      description: The O(temperature) sent.
+      type: float
+      sample: 0.0
+    warmup:
+      description: Unmeasured warm-up requests per level.
+      type: int
+      sample: 2
+    requests_per_level:
+      description: Measured requests per level.
+      type: int
+      sample: 16
+    transport:
+      description: The HTTP client used (C(ansible_urls), ansible.module_utils.urls).
+      type: str
+      sample: ansible_urls
+    single_stream_tok_s:
+      description: Output tokens per second of the concurrency 1 level; null when no such level ran.
+      type: float
+      sample: 81.9
+    ok:
+      description: Successful measured requests over all levels.
+      type: int
+      sample: 16
+    errors:
+      description: Failed measured requests over all levels.
+      type: int
+      sample: 0
+    levels:
+      description: One entry per concurrency level, in the order run.
+      type: list
+      elements: dict
+      contains:
+        concurrency:
+          description: Concurrent streams (closed-loop workers).
+          type: int
+          sample: 1
+        requests:
+          description: Measured requests sent.
+          type: int
+          sample: 16
+        ok:
+          description: Requests that streamed to C(data [DONE]) with at least one token.
+          type: int
+          sample: 16
+        errors:
+          description: Requests that failed.
+          type: int
+          sample: 0
+        error_kinds:
+          description:
+            - Failed requests by kind. C(connect), C(http_4xx), C(http_5xx), C(timeout) (no byte within
+              O(timeout)), C(stream_cut) (closed before C(data [DONE])), C(server_error) (an error event in the
+              stream), C(bad_response) (unparsable), C(no_tokens).
+          type: dict
+          sample: {http_5xx: 2}
+        first_error:
+          description: Message of the first failed request, or null.
+          type: str
+          sample: "HTTP 500: injected fault"
+        duration_s:
+          description: Wall time from the first measured request's start to the last one's end.
+          type: float
+          sample: 50.1
+        output_tokens:
+          description: Output tokens of the successful requests, from the server's C(usage).
+          type: int
+          sample: 4096
+        output_tok_s:
+          description: Output tokens per second over the level (all streams); null when none succeeded.
+          type: float
+          sample: 81.8
+        request_s:
+          description: Successful requests per second.
+          type: float
+          sample: 0.32
+        stream_tok_s:
+          description: Per-request output tokens / e2e, the rate one user sees (statistics as for RV(bench.levels[].ttft_ms)).
+          type: dict
+          sample: {mean: 82.2, median: 82.2, p90: 82.3, p99: 82.3, min: 82.1, max: 82.3, count: 16}
+        ttft_ms:
+          description:
+            - Time to first token in milliseconds. Statistics over the successful requests, each with keys
+              C(mean), C(median), C(p90), C(p99), C(min), C(max) and C(count); null when none succeeded.
+              Percentiles are linear-interpolated (as numpy's default).
+          type: dict
+          sample: {mean: 50.4, median: 50.4, p90: 50.5, p99: 50.6, min: 50.3, max: 50.6, count: 16}
+        tpot_ms:
+          description: Time per output token, (e2e - TTFT) / (output tokens - 1), per request; statistics as above.
+          type: dict
+          sample: {mean: 12.0, median: 12.0, p90: 12.0, p99: 12.01, min: 11.99, max: 12.01, count: 16}
+        itl_ms:
+          description:
+            - Gaps between consecutive token-bearing chunks (what C(vllm bench serve) calls ITL); statistics
+              as above. Under speculation one chunk carries several tokens, so this overstates the per-token
+              latency.
+          type: dict
+          sample: {mean: 24.1, median: 24.0, p90: 24.2, p99: 25.0, min: 23.5, max: 30.1, count: 2040}
+        token_latency_ms:
+          description: Per-token latency, each chunk gap divided evenly over the tokens it carried; statistics as above.
+          type: dict
+          sample: {mean: 12.0, median: 12.0, p90: 12.1, p99: 12.5, min: 11.7, max: 15.0, count: 4080}
+        token_latency_source:
+          description:
+            - C(usage_per_chunk) when every chunk's token count came from the server's running usage,
+              C(mean_per_chunk) when the gaps were spread over each request's mean tokens per chunk.
+          type: str
+          sample: usage_per_chunk
+        e2e_ms:
+          description: End-to-end latency to the last token-bearing chunk; statistics as above.
+          type: dict
+          sample: {mean: 3111.5, median: 3111.5, p90: 3111.7, p99: 3111.7, min: 3111.4, max: 3111.7, count: 16}
+        output_tokens_per_request:
+          description: Output tokens per request; statistics as above.
+          type: dict
+          sample: {mean: 256, median: 256, p90: 256, p99: 256, min: 256, max: 256, count: 16}
+        tokens_per_chunk:
+          description: Output tokens per token-bearing chunk (above 1 when the server streams speculative steps whole).
+          type: float
+          sample: 1.0
+        tokens_source:
+          description:
+            - C(usage) when token counts came from the server's C(usage); C(chunks) when the server sent no usage
+              and token-bearing chunks were counted instead (exact only at one token per chunk); C(mixed).
+          type: str
+          sample: usage
+        acceptance:
+          description: Speculative acceptance over this level; null when O(metrics) is C(none).
+          type: dict
+          contains:
+            source:
+              description: C(vllm_counters) or C(sglang_server_info).
+              type: str
+              sample: vllm_counters
+            error:
+              description: Why the figures could not be read, or null.
+              type: str
+              sample: null
+            caveat:
+              description: What limits the figures (SGLang's since-start average, a counter reset, speculation off), or null.
+              type: str
+              sample: null
+            drafts:
+              description: vLLM only. Verification steps in the level (counter delta).
+              type: int
+              sample: 1200
+            draft_tokens:
+              description: vLLM only. Tokens proposed in the level.
+              type: int
+              sample: 4800
+            accepted_tokens:
+              description: vLLM only. Draft tokens accepted in the level (without the bonus token).
+              type: int
+              sample: 2900
+            acceptance_rate:
+              description: vLLM only. accepted / draft tokens.
+              type: float
+              sample: 0.60
+            mean_acceptance_length:
+              description: Tokens per verification step including the bonus token. vLLM, 1 + accepted / drafts over the level; SGLang, the since-start average.
+              type: float
+              sample: 3.4
+            per_position:
+              description: vLLM only. Acceptance rate of each draft position (accepted at that position / drafts).
+              type: list
+              elements: float
+              sample: [0.8, 0.62, 0.5, 0.4]
+            counter_reset:
+              description: vLLM only. True when a counter went down during the level (server restarted).
+              type: bool
+              sample: false
+            since_server_start:
+              description: SGLang only. Always true; the figure is an average since the server started.
+              type: bool
+              sample: true
+            last_batch_accept_length:
+              description: SGLang only. The C(sglang:spec_accept_length) gauge (last batch) when C(/metrics) exports it.
+              type: float
+              sample: 3.1
+changed:
+  description: Always false; the module only reads from the server.
+  returned: always
+  type: bool
+  sample: false
+"""
+
+import json
+import os
+import tempfile
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.common.text.converters import to_native
+
+from ansible_collections.llmops.specdec.plugins.module_utils import _bench, _suites
+
+
+def _prompts(module):
+    p = module.params
+    if p['prompts']:
+        return [('file', text) for text in p['prompts']]
+    if p['prompts_file']:
+        try:
+            with open(p['prompts_file'], encoding='utf-8') as f:
+                prompts = _suites.parse_prompts_file(f.read())
+        except (OSError, ValueError) as exc:
+            module.fail_json(msg='cannot read prompts_file %s: %s' % (p['prompts_file'], to_native(exc)))
+        if not prompts:
+            module.fail_json(msg='prompts_file %s holds no prompt' % p['prompts_file'])
+        return prompts
+    return _suites.suite_prompts(p['suite'])
+
+
+def _write_json(path, data):
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix='.spec_bench.', dir=directory)
+    try:
+        with os.fdopen(fd, 'w') as f:
+            json.dump(data, f, indent=2, sort_keys=True)
+            f.write('\n')
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            url=dict(type='str', required=True),
+            api=dict(type='str', choices=['completions', 'chat'], default='completions'),
+            model=dict(type='str'),
+            suite=dict(type='str', choices=list(_suites.SUITE_CHOICES), default='all'),
+            prompts=dict(type='list', elements='str'),
+            prompts_file=dict(type='path'),
+            max_tokens=dict(type='int', default=256),
+            ignore_eos=dict(type='bool', default=True),
+            temperature=dict(type='float', default=0.0),
+            concurrency=dict(type='list', elements='int', default=[1]),
+            requests=dict(type='int', default=16),
+            warmup=dict(type='int', default=2),
+            metrics=dict(type='str', choices=['auto', 'vllm', 'sglang', 'none'], default='auto'),
+            chunk_usage=dict(type='bool', default=True),
+            api_key=dict(type='str', no_log=True),
+            timeout=dict(type='float', default=60),
+            validate_certs=dict(type='bool', default=True),
+            use_proxy=dict(type='bool', default=False),
+            output=dict(type='path'),
+        ),
+        mutually_exclusive=[('prompts', 'prompts_file')],
+        supports_check_mode=True,
+    )
+    p = module.params
+    if p['max_tokens'] < 1:
+        module.fail_json(msg='max_tokens must be at least 1, got %d' % p['max_tokens'])
+    if p['requests'] < 1 or p['warmup'] < 0:
+        module.fail_json(msg='requests must be at least 1 and warmup at least 0')
+    if not p['concurrency'] or any(c < 1 for c in p['concurrency']):
+        module.fail_json(msg='concurrency must list levels of at least 1, got %s' % p['concurrency'])
+    if p['timeout'] <= 0:
+        module.fail_json(msg='timeout must be positive, got %s' % p['timeout'])
+
+    cfg = dict(p, prompts=_prompts(module))
+    try:
+        bench = _bench.run_benchmark(cfg)
+    except _bench.BenchError as exc:
+        module.fail_json(msg='spec_bench against %s: %s' % (p['url'], to_native(exc)), changed=False)
+
+    if p['output'] and not module.check_mode:
+        try:
+            _write_json(p['output'], bench)
+        except OSError as exc:
+            module.fail_json(msg='cannot write output %s: %s' % (p['output'], to_native(exc)), bench=bench)
+
+    if bench['ok'] == 0:
+        kinds = {}
+        for level in bench['levels']:
+            for kind, n in level['error_kinds'].items():
+                kinds[kind] = kinds.get(kind, 0) + n
+        first = next((lv['first_error'] for lv in bench['levels'] if lv['first_error']), None)
+        module.fail_json(msg='spec_bench against %s: no request succeeded (%s); first error: %s' % (
+            p['url'], ', '.join('%d %s' % (n, k) for k, n in sorted(kinds.items())), first),
+            bench=bench, changed=False)
+    module.exit_json(changed=False, bench=bench)
+
+
+if __name__ == '__main__':
+    main()
