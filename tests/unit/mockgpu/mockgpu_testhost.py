@@ -77,6 +77,8 @@ class MockHost:
         self.env.update(MOCKGPU_CONFIG=self.config, MOCKGPU_REGISTRY=self.registry,
                         MOCKGPU_DEV_DIR=self.dev, LD_LIBRARY_PATH=os.path.dirname(shim),
                         EXPECT_SHIM=os.path.realpath(shim))
+        # gpu-hold runs `python3` from PATH: the system one, as on the Debian mock host
+        self.env["PATH"] = "/usr/bin:" + self.env.get("PATH", "")
         self.procs = []
 
     def write_config(self, obj):
@@ -114,7 +116,7 @@ class MockHost:
     def start_holder(self, *args, ready=True):
         """Start gpu-hold with args; wait (bounded) until it has registered."""
         ready_file = os.path.join(self.root, "ready.%d" % len(self.procs))
-        argv = [sys.executable, GPU_HOLD, *args, "--ready-file", ready_file]
+        argv = [GPU_HOLD, *args, "--ready-file", ready_file]
         p = subprocess.Popen(argv, env=self.env)
         self.procs.append(p)
         if ready:

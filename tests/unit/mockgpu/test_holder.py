@@ -140,7 +140,7 @@ def test_cli_orphan_is_reparented_and_detached(host):
     script = textwrap.dedent("""
         import ctypes, json, os, signal, subprocess, sys
         ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
-        launcher = subprocess.Popen([sys.executable, %r, "--orphan", "--gpu", "1", "--mib", "77",
+        launcher = subprocess.Popen([%r, "--orphan", "--gpu", "1", "--mib", "77",
                                      "--name", "orphan_worker", "--ready-file", %r],
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         out, errout = launcher.communicate(timeout=%d)  # returns although the holder lives on
@@ -177,17 +177,17 @@ def test_cli_orphan_is_reparented_and_detached(host):
 
 
 def test_cli_rejects_unpaired_arguments(host):
-    res = subprocess.run([sys.executable, GPU_HOLD, "--gpu", "0", "--gpu", "1", "--mib", "5"],
+    res = subprocess.run([GPU_HOLD, "--gpu", "0", "--gpu", "1", "--mib", "5"],
                          env=host.env, capture_output=True, text=True, timeout=DEADLINE_S)
     assert res.returncode == 2 and "pairs" in res.stderr
     assert os.listdir(host.registry) == []
 
 
 def test_cli_fails_fast_without_device_node(host):
-    res = subprocess.run([sys.executable, GPU_HOLD, "--gpu", "7", "--mib", "5"],
+    res = subprocess.run([GPU_HOLD, "--gpu", "7", "--mib", "5"],
                          env=host.env, capture_output=True, text=True, timeout=DEADLINE_S)
     assert res.returncode != 0 and "nvidia7" in res.stderr
-    res = subprocess.run([sys.executable, GPU_HOLD, "--orphan", "--gpu", "7", "--mib", "5"],
+    res = subprocess.run([GPU_HOLD, "--orphan", "--gpu", "7", "--mib", "5"],
                          env=host.env, capture_output=True, text=True, timeout=DEADLINE_S)
     assert res.returncode == 1 and "nvidia7" in res.stderr
     assert os.listdir(host.registry) == []
