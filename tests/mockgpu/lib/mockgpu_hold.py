@@ -167,7 +167,10 @@ def write_ready(path: str) -> None:
 
 
 def become_holder(args) -> list:
-    """Name, signals, holds, ready file: everything before the holder sleeps."""
+    """Name, signals, holds, ready file: everything before the holder sleeps.
+
+    Holding has no finalizer, so the device nodes stay open until the process exits
+    whether or not the caller keeps the returned list."""
     if args.name:
         set_name(args.name)
     signal.signal(signal.SIGTERM, signal.SIG_IGN if args.ignore_sigterm else signal.SIG_DFL)
@@ -193,7 +196,7 @@ def run_orphan(args) -> int:
         if os.fork() != 0:
             os._exit(0)  # the grandchild loses its parent and is reparented to init
         try:
-            holds = become_holder(args)
+            become_holder(args)
         except BaseException as exc:  # report any failure to the launcher, then die
             os.write(w, ("error %s\n" % exc).encode())
             os._exit(1)
@@ -204,7 +207,6 @@ def run_orphan(args) -> int:
         for fd in (0, 1, 2):
             os.dup2(devnull, fd)
         os.close(devnull)
-        _ = holds
         sleep_forever()
     os.close(w)
     os.waitpid(child, 0)
@@ -222,11 +224,10 @@ def main(argv=None) -> int:
     if args.orphan:
         return run_orphan(args)
     try:
-        holds = become_holder(args)
+        become_holder(args)
     except (OSError, ValueError) as exc:
         sys.stderr.write("gpu-hold: %s\n" % exc)
         return 1
-    _ = holds  # keep the device nodes open while sleeping
     sleep_forever()
     return 0
 

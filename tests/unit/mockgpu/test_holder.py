@@ -165,7 +165,7 @@ def test_cli_orphan_is_reparented_and_detached(host):
         h = n.nvmlDeviceGetHandleByIndex(1)
         print(sorted((p.pid, p.usedGpuMemory >> 20) for p in n.nvmlDeviceGetComputeRunningProcesses(h)))
     """)
-    res = subprocess.run([sys.executable, "-c", script, nvml], env=host.env, capture_output=True, text=True,
+    res = subprocess.run([sys.executable, "-c", script, nvml], env=host.env, capture_output=True, check=False, text=True,
                          timeout=3 * DEADLINE_S)
     assert res.returncode == 0, res.stderr
     got = json.loads(res.stdout)
@@ -178,16 +178,16 @@ def test_cli_orphan_is_reparented_and_detached(host):
 
 def test_cli_rejects_unpaired_arguments(host):
     res = subprocess.run([GPU_HOLD, "--gpu", "0", "--gpu", "1", "--mib", "5"],
-                         env=host.env, capture_output=True, text=True, timeout=DEADLINE_S)
+                         env=host.env, capture_output=True, check=False, text=True, timeout=DEADLINE_S)
     assert res.returncode == 2 and "pairs" in res.stderr
     assert os.listdir(host.registry) == []
 
 
 def test_cli_fails_fast_without_device_node(host):
     res = subprocess.run([GPU_HOLD, "--gpu", "7", "--mib", "5"],
-                         env=host.env, capture_output=True, text=True, timeout=DEADLINE_S)
+                         env=host.env, capture_output=True, check=False, text=True, timeout=DEADLINE_S)
     assert res.returncode != 0 and "nvidia7" in res.stderr
     res = subprocess.run([GPU_HOLD, "--orphan", "--gpu", "7", "--mib", "5"],
-                         env=host.env, capture_output=True, text=True, timeout=DEADLINE_S)
+                         env=host.env, capture_output=True, check=False, text=True, timeout=DEADLINE_S)
     assert res.returncode == 1 and "nvidia7" in res.stderr
     assert os.listdir(host.registry) == []

@@ -309,9 +309,9 @@ def test_error_strings(host):
 def _mutations(text, rng, count):
     """Byte flips, deletions, duplications and truncations of a valid document."""
     out = []
-    for _ in range(count):
+    for _doc in range(count):
         b = bytearray(text.encode())
-        for _ in range(rng.randint(1, 4)):
+        for _edit in range(rng.randint(1, 4)):
             i = rng.randrange(len(b))
             op = rng.randrange(4)
             if op == 0:
