@@ -97,9 +97,21 @@ class ProcFS:
         return Proc(pid, int(fields[1]), fields[0], int(fields[19]), comm, args, _systemd_cgroup(cgroup))
 
     def alive(self, proc):
-        """Whether ``proc`` (same pid and starttime) still exists and is not a zombie."""
+        """Whether ``proc`` (same pid and starttime) still runs: not gone, not a finished zombie.
+
+        A zombie leader whose other threads still run is alive: a multi-threaded process (torch)
+        shows its leader as Z while the remaining threads tear down the GPU context, and a process
+        whose main thread exited on its own keeps running in its other threads.
+        """
         now = self.get(proc.pid)
-        return now is not None and now.starttime == proc.starttime and not now.dead
+        if now is None or now.starttime != proc.starttime:
+            return False
+        if not now.dead:
+            return True
+        try:
+            return len(os.listdir(os.path.join(self.root, str(proc.pid), "task"))) > 1
+        except OSError:
+            return False
 
     def table(self):
         """``{pid: Proc}`` of every process readable now."""
@@ -188,13 +200,6 @@ def descendants(procs, roots):
     return found
 
 
-def in_cgroup(proc, control_group):
-    """Whether ``proc`` sits in ``control_group`` or a cgroup below it."""
-    if not control_group or not proc.cgroup:
-        return False
-    return proc.cgroup == control_group or proc.cgroup.startswith(control_group.rstrip("/") + "/")
-
-
 class _Handle:
     """A process being signalled: pidfd when available so a recycled pid can never be hit."""
 
@@ -231,7 +236,12 @@ class _Handle:
         return True
 
     def check(self):
-        if not self.gone and not self.procfs.alive(self.proc):
+        if self.gone:
+            return True
+        if self.pidfd is not None:
+            # Readable once every thread of the process has exited (the kernel's own answer).
+            self.gone = bool(select.select([self.pidfd], [], [], 0)[0])
+        elif not self.procfs.alive(self.proc):
             self.gone = True
         return self.gone
 

@@ -89,7 +89,7 @@ class GpuHost:
     def hold(self, *holds, ignore_sigterm=False, name=None):
         """Start gpu-hold holding ``(gpu, mib)`` pairs; return its pid once registered."""
         ready = self._ready_file()
-        argv = [sys.executable, GPU_HOLD, "--ready-file", ready]
+        argv = [GPU_HOLD, "--ready-file", ready]
         for gpu, mib in holds:
             argv += ["--gpu", str(gpu), "--mib", str(mib)]
         if ignore_sigterm:
@@ -104,7 +104,7 @@ class GpuHost:
 
     def orphan(self, gpu, mib):
         """A holder reparented to init (double fork + setsid); its pid."""
-        out = subprocess.run([sys.executable, GPU_HOLD, "--orphan", "--gpu", str(gpu), "--mib", str(mib)],
+        out = subprocess.run([GPU_HOLD, "--orphan", "--gpu", str(gpu), "--mib", str(mib)],
                              check=True, capture_output=True, text=True, timeout=DEADLINE_S)
         pid = int(out.stdout.strip())
         self.orphans.append(pid)
