@@ -212,9 +212,9 @@ def main(argv=None):
             core.kill()
         runtime.exit_now(1)
 
+    state.ready = True  # before listen(): a first probe must never see a 503
     server.server_activate()
     threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True).start()
-    state.ready = True
     log.info("Starting vLLM API server 0 on http://%s:%d" % (host, args.port), "launcher.py:1")
     for line in ("Started server process [%d]" % os.getpid(), "Waiting for application startup.",
                  "Application startup complete."):
