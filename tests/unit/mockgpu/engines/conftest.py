@@ -176,6 +176,9 @@ class Engine:
                     complete = False
                     break
                 if not line:
+                    # readline() swallows IncompleteRead; only a stream that reached its zero-size
+                    # terminating chunk leaves chunk_left at None
+                    complete = complete and resp.chunk_left is None
                     break
                 line = line.strip()
                 if line.startswith(b"data: "):
