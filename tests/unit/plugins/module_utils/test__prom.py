@@ -1,0 +1,118 @@
+"""_prom: Prometheus text parsing (prometheus_client and the fallback agree) and counter deltas."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from ansible_collections.llmops.specdec.plugins.module_utils import _prom
+
+pc_parser = pytest.importorskip('prometheus_client.parser')
+
+# What vLLM exports (two data-parallel engines, per-position series), plus things a parser must survive.
+TEXT = r'''# HELP vllm:spec_decode_num_drafts_total Number of spec decoding drafts.
+# TYPE vllm:spec_decode_num_drafts_total counter
+vllm:spec_decode_num_drafts_total{engine="0",model_name="llama"} 120.0
+vllm:spec_decode_num_drafts_total{engine="1",model_name="llama"} 80.0
+# HELP vllm:spec_decode_num_draft_tokens_total Number of draft tokens.
+# TYPE vllm:spec_decode_num_draft_tokens_total counter
+vllm:spec_decode_num_draft_tokens_total{engine="0",model_name="llama"} 480.0
+vllm:spec_decode_num_draft_tokens_total{engine="1",model_name="llama"} 320.0
+# TYPE vllm:spec_decode_num_accepted_tokens_total counter
+vllm:spec_decode_num_accepted_tokens_total{engine="0",model_name="llama"} 3.0e+02
+vllm:spec_decode_num_accepted_tokens_total{engine="1",model_name="llama"} 200
+# TYPE vllm:spec_decode_num_accepted_tokens_per_pos_total counter
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="llama",position="0"} 110
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="1",model_name="llama",position="0"} 70
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="llama",position="1"} 90
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="1",model_name="llama",position="1"} 60
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{engine="0",model_name="odd \"name\"\\x"} 3
+# TYPE vllm:e2e_request_latency_seconds histogram
+vllm:e2e_request_latency_seconds_bucket{le="+Inf",model_name="llama"} 7
+vllm:e2e_request_latency_seconds_sum{model_name="llama"} NaN
+process_start_time_seconds 1.7e9
+'''
+
+
+def parsers():
+    return [_prom.parse_text_small,
+            lambda text: [(s.name, dict(s.labels), float(s.value))
+                          for fam in pc_parser.text_string_to_metric_families(text) for s in fam.samples]]
+
+
+def test_fallback_parser_agrees_with_prometheus_client():
+    small, real = (sorted(p(TEXT), key=repr) for p in parsers())
+    assert len(small) == len(real) == 14
+    for (n1, l1, v1), (n2, l2, v2) in zip(small, real):
+        assert (n1, l1) == (n2, l2)
+        assert v1 == v2 or (math.isnan(v1) and math.isnan(v2))
+
+
+def test_label_escapes_are_decoded():
+    samples = _prom.parse_text_small(TEXT)
+    labels = next(lab for name, lab, _ in samples if name == 'vllm:num_requests_running')
+    assert labels['model_name'] == 'odd "name"\\x'
+
+
+def test_parse_text_uses_prometheus_client_when_present():
+    assert _prom.HAS_PROMETHEUS_CLIENT
+    assert sorted(_prom.parse_text(TEXT), key=repr)[0][0].startswith('process_start')
+
+
+@pytest.mark.parametrize('bad', ['metric{a="1" 3\n', 'metric{a=1} 3\n', 'metric\n', 'metric abc\n'])
+def test_fallback_rejects_malformed_lines(bad):
+    with pytest.raises(_prom.PromParseError):
+        _prom.parse_text_small(bad)
+
+
+def test_counters_sum_engines_and_keep_positions():
+    c = _prom.counters(_prom.parse_text_small(TEXT), _prom.VLLM_PREFIX)
+    assert c[(_prom.DRAFTS, None)] == 200
+    assert c[(_prom.DRAFT_TOKENS, None)] == 800
+    assert c[(_prom.ACCEPTED, None)] == 500
+    assert c[(_prom.PER_POS, '0')] == 180 and c[(_prom.PER_POS, '1')] == 150
+    assert not any(name.startswith('vllm:num_requests') for name, _ in c)
+
+
+def test_acceptance_from_counter_deltas_hand_computed():
+    before = {(_prom.DRAFTS, None): 200.0, (_prom.DRAFT_TOKENS, None): 800.0, (_prom.ACCEPTED, None): 500.0,
+              (_prom.PER_POS, '0'): 180.0, (_prom.PER_POS, '1'): 150.0}
+    after = {(_prom.DRAFTS, None): 600.0, (_prom.DRAFT_TOKENS, None): 2400.0, (_prom.ACCEPTED, None): 1500.0,
+             (_prom.PER_POS, '0'): 500.0, (_prom.PER_POS, '1'): 350.0}
+    acc = _prom.vllm_acceptance(before, after)
+    # 400 drafts, 1600 draft tokens, 1000 accepted in the window
+    assert (acc['drafts'], acc['draft_tokens'], acc['accepted_tokens']) == (400, 1600, 1000)
+    assert acc['acceptance_rate'] == pytest.approx(1000 / 1600)
+    assert acc['mean_acceptance_length'] == pytest.approx(1 + 1000 / 400)
+    assert acc['per_position'] == pytest.approx([320 / 400, 200 / 400])
+    assert acc['counter_reset'] is False and acc['caveat'] is None
+
+
+def test_counter_reset_counts_from_restart_and_says_so():
+    before = {(_prom.DRAFTS, None): 1000.0, (_prom.DRAFT_TOKENS, None): 4000.0, (_prom.ACCEPTED, None): 2000.0}
+    # server restarted during the run: every counter starts again from zero
+    after = {(_prom.DRAFTS, None): 50.0, (_prom.DRAFT_TOKENS, None): 200.0, (_prom.ACCEPTED, None): 120.0}
+    d, resets = _prom.delta(before, after)
+    assert d[(_prom.DRAFTS, None)] == 50.0 and len(resets) == 3
+    acc = _prom.vllm_acceptance(before, after)
+    assert acc['counter_reset'] is True and 'restarted' in acc['caveat']
+    assert acc['mean_acceptance_length'] == pytest.approx(1 + 120 / 50)
+    assert acc['acceptance_rate'] == pytest.approx(120 / 200)
+
+
+def test_new_series_after_first_scrape_counts_from_zero():
+    d, resets = _prom.delta({}, {(_prom.DRAFTS, None): 5.0})
+    assert d == {(_prom.DRAFTS, None): 5.0} and resets == []
+
+
+def test_no_spec_counters_means_no_acceptance():
+    assert _prom.vllm_acceptance({}, {}) is None
+    zero = {(_prom.DRAFTS, None): 0.0, (_prom.DRAFT_TOKENS, None): 0.0, (_prom.ACCEPTED, None): 0.0}
+    acc = _prom.vllm_acceptance(zero, zero)
+    assert acc['mean_acceptance_length'] is None and acc['acceptance_rate'] is None
+
+
+def test_sglang_gauge_is_read_when_exported():
+    assert _prom.sglang_gauge(_prom.parse_text_small('sglang:spec_accept_length{m="a"} 2.5\n')) == 2.5
+    assert _prom.sglang_gauge(_prom.parse_text_small('sglang:num_running_reqs 1\n')) is None
