@@ -1,0 +1,112 @@
+"""gpu_reclaim main(): options, check/diff mode, results and failures, on the NVML shim with real holders."""
+from __future__ import annotations
+
+import pytest
+from ansible.module_utils import basic
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.llmops.specdec.plugins.module_utils import _nvml, _systemd
+from ansible_collections.llmops.specdec.plugins.modules import gpu_reclaim
+from ansible_collections.llmops.specdec.tests.unit.plugins.module_utils.reclaim_host import (
+    FakeUnits, GpuHost, alive, build_shim)
+
+
+class ExitJson(Exception):
+    pass
+
+
+class FailJson(Exception):
+    pass
+
+
+@pytest.fixture(scope="session")
+def shim(tmp_path_factory):
+    return build_shim(tmp_path_factory.mktemp("shim"))
+
+
+@pytest.fixture
+def host(tmp_path, shim, monkeypatch):
+    h = GpuHost(tmp_path, shim, monkeypatch, gpus=2)
+    yield h
+    h.cleanup()
+
+
+@pytest.fixture
+def systemctl(monkeypatch):
+    fake = FakeUnits(monkeypatch, _systemd)
+    monkeypatch.setattr(basic.AnsibleModule, "run_command", lambda self, argv, **kw: fake(argv))
+    return fake
+
+
+@pytest.fixture(autouse=True)
+def module_exits(monkeypatch):
+    def exit_json(self, **kwargs):
+        raise ExitJson(kwargs)
+
+    def fail_json(self, **kwargs):
+        raise FailJson(kwargs)
+
+    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
+    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
+
+
+def run(args, outcome=ExitJson):
+    with pytest.raises(outcome) as exc:
+        with patch_module_args(args):
+            gpu_reclaim.main()
+    return exc.value.args[0]
+
+
+def test_check_then_real_then_check_then_real(host, systemctl):
+    main = host.hold((0, 2000))
+    stray = host.hold((1, 1000))
+    spared = host.hold((1, 500), name="nv-hostengine")
+    systemctl.add("vllm.service", [main])
+    args = {"units": ["vllm.service"], "scope": "gpu", "gpus": ["0", "1"], "term_timeout": 2,
+            "protect": ["nv-hostengine"], "_ansible_diff": True}
+
+    check = run(dict(args, _ansible_check_mode=True))
+    assert check["changed"] is True and alive(main) and alive(stray)
+    assert [u["action"] for u in check["units"]] == ["would stop"]
+    assert sorted(e["pid"] for e in check["would_signal"]) == sorted([main, stray])
+    assert check["diff"]["after"]["gpu1"]["used_mib"] == 500
+
+    # the protected holder keeps GPU 1 busy: the real run fails, naming it, after freeing the rest
+    failed = run(args, FailJson)
+    assert "GPU 1" in failed["msg"] and "left alone: protected name" in failed["msg"]
+    assert "diff" not in failed and alive(spared) and not alive(main) and not alive(stray)
+    assert {s["pid"] for s in failed["signalled"]} == {stray}
+
+    args["gpus"] = ["0"]
+    again = run(dict(args, _ansible_check_mode=True))
+    assert again["changed"] is False and again["diff"]["before"] == again["diff"]["after"]
+    final = run(args)
+    assert final["changed"] is False and final["signalled"] == [] and final["units"][0]["action"] == "none"
+    assert final["gpus"][0]["used_mib_after"] == 0
+
+
+def test_without_diff_mode_no_diff_is_returned(host, systemctl):
+    host.hold((0, 100))
+    result = run({"scope": "gpu"})
+    assert result["changed"] is True and "diff" not in result
+    assert set(result) >= {"gpus", "units", "signalled", "spared", "elapsed"}
+
+
+def test_missing_gpu_fails_before_the_unit_is_touched(host, systemctl):
+    main = host.hold((0, 100))
+    systemctl.add("vllm.service", [main])
+    result = run({"units": ["vllm.service"], "gpus": ["GPU-missing"]}, FailJson)
+    assert result["msg"].startswith("GPU GPU-missing not found")
+    assert systemctl.calls == [] and alive(main)
+
+
+def test_missing_pynvml_is_a_missing_required_lib(monkeypatch, systemctl):
+    monkeypatch.setattr(_nvml, "pynvml", None)
+    result = run({"units": ["vllm.service"]}, FailJson)
+    assert "nvidia-ml-py" in result["msg"] and "nothing was stopped" in result["msg"]
+    assert systemctl.calls == []
+
+
+def test_bad_scope_is_rejected_by_the_argument_spec():
+    result = run({"scope": "everything"}, FailJson)
+    assert "scope" in result["msg"] and "unit, gpu" in result["msg"]
