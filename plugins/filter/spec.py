@@ -1,0 +1,48 @@
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filters over module_utils/_spec.py and _unit.py: speculative specs and systemd quoting.
+
+Documentation of each filter lives beside this file in <filter name>.yml. A refused spec or an
+argv systemd cannot run raises AnsibleFilterError with the module_utils message, so a playbook
+fails while templating on the controller, before any host is touched.
+"""
+from __future__ import annotations
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.llmops.specdec.plugins.module_utils import _spec, _unit
+
+
+def _wrap(name, func):
+    def call(*args, **kwargs):
+        try:
+            return func(*args, **kwargs)
+        except (_spec.SpecError, _unit.UnitQuoteError) as exc:
+            raise AnsibleFilterError("%s: %s" % (name, exc))
+    call.__name__ = name
+    return call
+
+
+def spec_normalize(spec, engine, tp=1):
+    return _spec.normalize(spec, engine, tp)
+
+
+def spec_args(spec, engine, tp=1):
+    return _spec.engine_args(spec, engine, tp)
+
+
+def spec_describe(spec):
+    return _spec.describe(spec)
+
+
+def systemd_exec(argv):
+    return _unit.exec_line(argv)
+
+
+def systemd_env(env):
+    return _unit.env_line(env)
+
+
+class FilterModule:
+    def filters(self):
+        funcs = (spec_normalize, spec_args, spec_describe, systemd_exec, systemd_env)
+        return {f.__name__: _wrap(f.__name__, f) for f in funcs}

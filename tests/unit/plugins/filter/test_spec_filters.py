@@ -1,0 +1,134 @@
+"""The spec/systemd filters: through real Jinja2 with the plugin's FilterModule, and through a
+real ansible-playbook run that loads them by FQCN from the collection."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import jinja2
+import pytest
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.llmops.specdec.plugins.filter.spec import FilterModule
+from ansible_collections.llmops.specdec.plugins.module_utils import _spec, _unit
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
+ANSIBLE_PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
+
+
+@pytest.fixture(scope="module")
+def env():
+    environment = jinja2.Environment(undefined=jinja2.StrictUndefined)
+    environment.filters.update(FilterModule().filters())
+    return environment
+
+
+def render(env, text, **kw):
+    return env.from_string(text).render(**kw)
+
+
+def test_filter_names():
+    assert sorted(FilterModule().filters()) == [
+        "spec_args", "spec_describe", "spec_normalize", "systemd_env", "systemd_exec"]
+
+
+def test_spec_args_and_exec_in_a_template(env):
+    spec = {"method": "ngram", "num_speculative_tokens": 5, "prompt_lookup_min": 2, "prompt_lookup_max": 4}
+    line = render(env, "ExecStart={{ (['/opt/vllm/bin/vllm', 'serve', 'm'] + (spec | spec_args('vllm', 2))) | systemd_exec }}",
+                  spec=spec)
+    assert line == ('ExecStart=/opt/vllm/bin/vllm serve m --speculative-config '
+                    '"{\\"method\\":\\"ngram\\",\\"num_speculative_tokens\\":5,\\"prompt_lookup_max\\":4,'
+                    '\\"prompt_lookup_min\\":2}"')
+
+
+def test_normalize_and_describe_chain(env):
+    out = render(env, "{{ spec | spec_normalize('sglang') | spec_describe }}", spec={"method": "ngram"})
+    assert out == "ngram k=11 bfs=1..10"
+
+
+def test_environment_line(env):
+    assert render(env, "{{ e | systemd_env }}", e={"B": "x y", "A": "90%"}) == 'A=90%% "B=x y"'
+
+
+@pytest.mark.parametrize("template, value, message", [
+    ("{{ v | spec_args('sglang') }}", {"method": "suffix"},
+     "spec_args: sglang does not support speculative method 'suffix' (supported by: vllm)"),
+    ("{{ v | spec_normalize('vllm', 4) }}", {"method": "mtp", "num_speculative_tokens": 1, "draft_tensor_parallel_size": 2},
+     "spec_normalize: draft_tensor_parallel_size must be 1 or the target's tensor_parallel_size (4), got 2"),
+    ("{{ v | spec_describe }}", "ngram", "spec_describe: a speculative spec must be a mapping"),
+    ("{{ v | systemd_exec }}", ["vllm", "serve"], "systemd_exec: the executable must be an absolute path"),
+    ("{{ v | systemd_env }}", {"9X": "1"}, "systemd_env: invalid environment variable name '9X'"),
+])
+def test_errors_surface_as_filter_errors(env, template, value, message):
+    with pytest.raises(AnsibleFilterError) as err:
+        render(env, template, v=value)
+    assert message in str(err.value)
+
+
+PLAYBOOK = """
+- name: Render a unit's ExecStart and Environment with the collection's filters
+  hosts: localhost
+  gather_facts: false
+  vars:
+    spec: {method: eagle3, draft_model: "/srv/my models/EAGLE3 head", num_speculative_tokens: "3"}
+  tasks:
+    - name: Render
+      ansible.builtin.set_fact:
+        argv: "{{ ['/opt/vllm/bin/vllm', 'serve', 'org/model'] + (spec | llmops.specdec.spec_args('vllm', 2)) }}"
+        label: "{{ spec | llmops.specdec.spec_normalize('vllm', 2) | llmops.specdec.spec_describe }}"
+        environment_line: "{{ {'HOME_REF': '$HOME', 'PCT': '90%'} | llmops.specdec.systemd_env }}"
+    - name: Write what was rendered
+      ansible.builtin.copy:
+        dest: "{{ out }}"
+        mode: "0644"
+        content: "{{ {'argv': argv, 'exec': argv | llmops.specdec.systemd_exec, 'label': label,
+                      'env': environment_line} | to_json }}"
+"""
+
+FAILING = """
+- name: A spec the engine cannot run fails while templating
+  hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: Render
+      ansible.builtin.set_fact:
+        argv: "{{ {'method': 'suffix'} | llmops.specdec.spec_args('sglang') }}"
+    - name: Never reached
+      ansible.builtin.copy:
+        dest: "{{ out }}"
+        content: reached
+        mode: "0644"
+"""
+
+
+def run_playbook(tmp_path, text):
+    book = tmp_path / "play.yml"
+    book.write_text(text)
+    out = tmp_path / "out.json"
+    proc = subprocess.run(
+        [ANSIBLE_PLAYBOOK, "-i", "localhost,", "-c", "local", str(book), "-e", "out=%s" % out,
+         "-e", "ansible_python_interpreter=%s" % sys.executable],
+        cwd=REPO, capture_output=True, text=True, timeout=120)
+    return proc, out
+
+
+def test_playbook_renders_through_fqcn_filters(tmp_path):
+    proc, out = run_playbook(tmp_path, PLAYBOOK)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    got = json.loads(out.read_text())
+    spec = {"method": "eagle3", "draft_model": "/srv/my models/EAGLE3 head", "num_speculative_tokens": 3}
+    assert got["argv"] == ["/opt/vllm/bin/vllm", "serve", "org/model"] + _spec.engine_args(spec, "vllm", 2)
+    assert json.loads(got["argv"][-1]) == {"method": "eagle3", "model": "/srv/my models/EAGLE3 head",
+                                           "num_speculative_tokens": 3}
+    assert got["exec"] == _unit.exec_line(got["argv"])
+    assert got["label"] == "eagle3 k=3 draft=EAGLE3 head"
+    assert got["env"] == "HOME_REF=$HOME PCT=90%%"
+
+
+def test_playbook_fails_before_acting_on_a_bad_spec(tmp_path):
+    proc, out = run_playbook(tmp_path, FAILING)
+    assert proc.returncode != 0
+    assert "sglang does not support speculative method 'suffix'" in proc.stdout + proc.stderr
+    assert not out.exists()
