@@ -65,7 +65,7 @@ static int g_refs;
 static struct mock_config g_cfg;
 static char g_registry[PATH_MAX];
 static char g_devdir[PATH_MAX];
-static int g_fds[MOCKGPU_MAX_GPUS + 1];
+static int g_fds[MOCKGPU_MAX_GPUS + 2];
 static int g_nfds;
 
 static const char *env_or(const char *name, const char *dflt)
@@ -79,16 +79,20 @@ static void devnode_path(unsigned index, char *out, size_t cap)
     snprintf(out, cap, "%s/nvidia%u", g_devdir, index);
 }
 
-/* Like the real library, an initialised client keeps the device nodes open. */
+/* Like the real library, an initialised client keeps the device nodes open
+ * (measured: nvidiactl, nvidia<k>, nvidia-uvm; the mock opens those present). */
 static void open_nodes(void)
 {
     char path[PATH_MAX + 32];
     int i, fd;
 
     g_nfds = 0;
-    snprintf(path, sizeof path, "%s/nvidiactl", g_devdir);
-    for (i = -1; i < g_cfg.count; i++) {
-        if (i >= 0)
+    for (i = -2; i < g_cfg.count; i++) {
+        if (i == -2)
+            snprintf(path, sizeof path, "%s/nvidiactl", g_devdir);
+        else if (i == -1)
+            snprintf(path, sizeof path, "%s/nvidia-uvm", g_devdir);
+        else
             devnode_path(g_cfg.gpus[i].index, path, sizeof path);
         fd = open(path, O_RDWR | O_CLOEXEC);
         if (fd < 0)
@@ -164,7 +168,7 @@ API const char *nvmlErrorString(nvmlReturn_t result)
     case NVML_ERROR_FUNCTION_NOT_FOUND: return "Function Not Found";
     case NVML_ERROR_GPU_IS_LOST: return "GPU is lost";
     case NVML_ERROR_MEMORY: return "Insufficient Memory";
-    case NVML_ERROR_ARGUMENT_VERSION_MISMATCH: return "Version mismatch between passed argument and the API";
+    case NVML_ERROR_ARGUMENT_VERSION_MISMATCH: return "Argument version mismatch";
     default: return "Unknown Error";
     }
 }
@@ -393,8 +397,9 @@ API nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t
     DEVICE(g, device);
     if (!memory)
         LEAVE(NVML_ERROR_INVALID_ARGUMENT);
+    /* measured on driver 580: any other version gives FUNCTION_NOT_FOUND, not VERSION_MISMATCH */
     if (memory->version != nvmlMemory_v2)
-        LEAVE(NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+        LEAVE(NVML_ERROR_FUNCTION_NOT_FOUND);
     holders_of(g, none, 0, &held);
     memory->total = g->total_mib * MIB;
     memory->reserved = g->reserved_mib * MIB;

@@ -105,13 +105,21 @@ def test_idle_memory_v1_counts_reserved_v2_separates_it(host):
         assert s["procs"] == {}
 
 
-def test_memory_v2_rejects_wrong_struct_version(host):
+def test_memory_v2_rejects_other_struct_versions_like_driver_580(host):
+    # measured on a real H200 (driver 580.159.04): every version but nvmlMemory_v2 gives 13
     got = host.probe("""
         n.nvmlInit()
         h = n.nvmlDeviceGetHandleByIndex(0)
-        emit(err(n.nvmlDeviceGetMemoryInfo, h, version=0x01000028))
+        fn = n._nvmlGetFunctionPointer("nvmlDeviceGetMemoryInfo_v2")
+        out = {}
+        for v in (0, 1, 0x01000028, 0x02000028, 0x03000028, 0x02000020, 0x02000030):
+            m = n.c_nvmlMemory_v2_t()
+            m.version = v
+            out[hex(v)] = fn(h, ctypes.byref(m))
+        emit([out, err(n.nvmlDeviceGetMemoryInfo, h, version=0x01000028)])
     """)
-    assert got == "NVMLError_ArgumentVersionMismatch"
+    assert got == [{"0x0": 13, "0x1": 13, "0x1000028": 13, "0x2000028": 0, "0x3000028": 13, "0x2000020": 13,
+                    "0x2000030": 13}, "NVMLError_FunctionNotFound"]
 
 
 def test_holder_shows_then_frees_when_killed(host):
@@ -245,6 +253,7 @@ def test_process_list_size_protocol(host):
 
 
 def test_init_holds_device_nodes_until_last_shutdown(host):
+    open(os.path.join(host.dev, "nvidia-uvm"), "w").close()  # opened too, when the host has it
     got = host.probe("""
         steps = {"before": node_fds()}
         n.nvmlInit()
@@ -258,7 +267,7 @@ def test_init_holds_device_nodes_until_last_shutdown(host):
         steps["init_again"] = node_fds()
         emit(steps)
     """)
-    held = ["nvidia0", "nvidia1", "nvidiactl"]
+    held = ["nvidia-uvm", "nvidia0", "nvidia1", "nvidiactl"]
     assert got == {"before": [], "init": held, "one_shutdown_of_two": held, "last_shutdown": [],
                    "init_again": held}
 
@@ -289,11 +298,28 @@ def test_missing_or_broken_config_fails_init_cleanly(host):
     assert duplicate == gap == "NVMLError_Unknown"
 
 
-def test_process_name_is_argv0(host):
-    p = host.start_holder("--gpu", "0", "--mib", "1")
-    got = host.probe("n.nvmlInit(); emit(n.nvmlSystemGetProcessName(%d))" % p.pid)
-    with open("/proc/%d/cmdline" % p.pid, "rb") as f:
-        assert got == f.read().split(b"\0")[0].decode()
+def test_process_name_is_argv0_not_comm(host):
+    # measured on driver 580: argv[0] ("my-argv0"), not comm, for GPU and non-GPU processes alike;
+    # NotFound once the pid is gone
+    holder = host.start_holder("--gpu", "0", "--mib", "1", "--name", "VLLM::Worker_TP0")
+    sleeper = subprocess.Popen(["bash", "-c", "exec -a sleeper-argv0 sleep 60"])
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    try:
+        wait_for(lambda: open("/proc/%d/cmdline" % sleeper.pid, "rb").read().startswith(b"sleeper-argv0"),
+                 "sleeper to exec")
+        got = host.probe("""
+            n.nvmlInit()
+            emit([n.nvmlSystemGetProcessName(int(a)) for a in sys.argv[1:3]] +
+                 [err(n.nvmlSystemGetProcessName, int(sys.argv[3]))])
+        """, args=[str(holder.pid), str(sleeper.pid), str(gone.pid)])
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    with open("/proc/%d/cmdline" % holder.pid, "rb") as f:
+        argv0 = f.read().split(b"\0")[0].decode()
+    assert got == [argv0, "sleeper-argv0", "NVMLError_NotFound"]
+    assert argv0 != "VLLM::Worker_TP"
 
 
 def test_error_strings(host):
@@ -303,7 +329,7 @@ def test_error_strings(host):
         emit([fn(c).decode() for c in (0, 1, 2, 6, 7, 25, 12345)])
     """)
     assert got == ["Success", "Uninitialized", "Invalid Argument", "Not Found", "Insufficient Size",
-                   "Version mismatch between passed argument and the API", "Unknown Error"]
+                   "Argument version mismatch", "Unknown Error"]
 
 
 def _mutations(text, rng, count):
