@@ -51,6 +51,41 @@ _ARTICLE = (
     "traffic study, and to apply for the heritage fund, with a final vote on construction "
     "expected in the autumn.")
 
+_ARTICLE_V2 = (_ARTICLE
+               .replace('seven to two', 'six to three')
+               .replace('4.8 million', '5.1 million')
+               .replace('before March', 'before the end of February')
+               .replace('A shop owner on Mill Street asked for a traffic study before any decision. ',
+                        'A shop owner on Mill Street asked for a traffic study before any decision, and '
+                        'two residents asked for a parking plan. '))
+
+_MAIL_1 = (
+    "Hi all, the nightly backup of the billing database failed again last night with the error "
+    "'snapshot quota exceeded for project billing-prod'. This is the third failure this month. "
+    "I raised the quota from 50 to 80 snapshots as a stop-gap, but we need to decide on a "
+    "retention policy. Right now we keep every nightly snapshot for 90 days. Could the owners of "
+    "billing confirm whether 35 days of nightly snapshots plus 12 monthly snapshots is enough "
+    "for the audit requirements? Thanks, Priya")
+_MAIL_2 = (
+    "Thanks Priya. For the audit we need monthly snapshots for 12 months and daily ones for 30 "
+    "days, so 35 days of nightly snapshots plus 12 monthly snapshots works for us. Please make "
+    "sure the monthly ones are taken on the first day of the month. Regards, Tom")
+_MAIL_3 = (
+    "Sounds good to me. One more thing: the restore test has not run since the quota change, "
+    "so please run it before we change the retention policy. Ana")
+
+
+def _quoted(text, depth):
+    """An email quote: one sentence per line, each prefixed with '> ' per level."""
+    return '\n'.join(('> ' * depth) + line for line in text.replace('. ', '.\n').split('\n'))
+
+
+_THREAD = '\n\n'.join([
+    'From: Ana\n' + _MAIL_3 + '\n\nOn Tuesday Tom wrote:\n' + _quoted(_MAIL_2, 1)
+    + '\n> On Monday Priya wrote:\n' + _quoted(_MAIL_1, 2),
+    'From: Tom\n' + _MAIL_2 + '\n\nOn Monday Priya wrote:\n' + _quoted(_MAIL_1, 1),
+    'From: Priya\n' + _MAIL_1])
+
 _CODE = '''def load_users(path):
     users = []
     with open(path) as f:
@@ -77,6 +112,14 @@ def find_editors(users):
         if user['role'] == 'editor':
             editors.append(user)
     return editors
+
+
+def find_auditors(users):
+    auditors = []
+    for user in users:
+        if user['role'] == 'auditor':
+            auditors.append(user)
+    return auditors
 '''
 
 _TABLE = '\n'.join(
@@ -150,11 +193,14 @@ SUITES = {
         "Recommend a few novels for someone who enjoyed The Remains of the Day, and say why.",
     ],
     'summarise': [
+        "Summarise this email thread in five bullet points: what failed, what was decided, and "
+        "what is still to do, quoting the agreed retention policy exactly:\n\n" + _THREAD,
+        "Here are two drafts of a news article. Summarise the article, then list every "
+        "difference between the drafts, quoting both versions of each changed sentence.\n\n"
+        "Draft 1:\n" + _ARTICLE + "\n\nDraft 2:\n" + _ARTICLE_V2,
         "Summarise the following report in about 150 words, keeping every number:\n\n" + _REPORT,
-        "Read the following report and list every action item and every figure it mentions, "
-        "quoting the report's own wording:\n\n" + _REPORT,
-        "Summarise this news article for a neighbourhood newsletter, keeping the key facts and "
-        "quoting the council's decision exactly:\n\n" + _ARTICLE,
+        "Write a reply to this email thread that restates the decisions, quoting each one, and "
+        "asks who will run the restore test:\n\n" + _THREAD,
         "Extract from this article every argument for and against the proposal, as two bullet "
         "lists that quote the article:\n\n" + _ARTICLE,
     ],
@@ -162,8 +208,9 @@ SUITES = {
         "Here is an inventory table:\n\n| host | ip | zone | vcpus | state |\n|---|---|---|---|---|\n"
         + _TABLE + "\n\nReproduce the whole table with one more column, `owner`, set to "
         "`platform` for every row, keeping all other values unchanged.",
-        "Here is a systemd unit:\n\n" + (_UNIT % ('gpu0', '0', 8000)) + "\nWrite the same unit "
-        "for GPUs 1, 2 and 3 (ports 8001, 8002, 8003), each in full.",
+        "Here are the systemd units for GPUs 0 and 1:\n\n" + (_UNIT % ('gpu0', '0', 8000)) + "\n"
+        + (_UNIT % ('gpu1', '1', 8001)) + "\nWrite the units for GPUs 2 to 7 (ports 8002 to 8007), "
+        "each in full.",
         "Here are access log lines:\n\n" + _LOG + "\n\nRewrite every line as a JSON object with "
         "the same fields, one object per line, in the same order.",
         "Here is an inventory table:\n\n| host | ip | zone | vcpus | state |\n|---|---|---|---|---|\n"

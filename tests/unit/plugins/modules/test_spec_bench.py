@@ -1,0 +1,183 @@
+"""spec_bench main(): options, result shape against RETURN, output file, check mode, failures.
+
+The module talks real HTTP to a scripted SSE server on 127.0.0.1.
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+from ansible.module_utils import basic
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.llmops.specdec.plugins.module_utils import _suites
+from ansible_collections.llmops.specdec.plugins.modules import spec_bench
+from ansible_collections.llmops.specdec.tests.unit.plugins.module_utils.sse_server import (
+    SSEServer, simple_plan,
+)
+
+
+class ExitJson(Exception):
+    pass
+
+
+class FailJson(Exception):
+    pass
+
+
+@pytest.fixture(autouse=True)
+def module_exits(monkeypatch):
+    def exit_json(self, **kwargs):
+        kwargs['_no_log_values'] = set(self.no_log_values)
+        raise ExitJson(kwargs)
+
+    def fail_json(self, **kwargs):
+        raise FailJson(kwargs)
+
+    monkeypatch.setattr(basic.AnsibleModule, 'exit_json', exit_json)
+    monkeypatch.setattr(basic.AnsibleModule, 'fail_json', fail_json)
+
+
+def run(args, expect=ExitJson):
+    with pytest.raises(expect) as exc:
+        with patch_module_args(args):
+            spec_bench.main()
+    return exc.value.args[0]
+
+
+SGLANG_GETS = {'/get_server_info': (200, {'internal_states': [{'avg_spec_accept_length': 2.0}]}),
+               '/metrics': (200, 'sglang:spec_accept_length 2.0\n'),
+               '/v1/models': (200, {'data': [{'id': 'sg'}]})}
+
+
+def documented(node):
+    """RETURN's `contains` tree as nested dicts of key -> subtree (None for leaves)."""
+    return {k: documented(v['contains']) if 'contains' in v else None for k, v in node.items()}
+
+
+def assert_documented(value, doc, where):
+    if doc is None or value is None:
+        return
+    if isinstance(value, list):
+        for item in value:
+            assert_documented(item, doc, where + '[]')
+        return
+    assert set(value) == set(doc), '%s: undocumented %s, missing %s' % (
+        where, sorted(set(value) - set(doc)), sorted(set(doc) - set(value)))
+    for k, v in value.items():
+        assert_documented(v, doc[k], where + '.' + k)
+
+
+def test_every_returned_key_is_documented_and_nothing_more(tmp_path):
+    out = tmp_path / 'bench.json'
+    with SSEServer([simple_plan(6, per_chunk=2, continuous=True)], SGLANG_GETS) as srv:
+        res = run({'url': srv.url, 'suite': 'repetitive', 'max_tokens': 6, 'concurrency': [1, 2],
+                   'requests': 3, 'warmup': 1, 'output': str(out)})
+    ret = yaml.safe_load(spec_bench.RETURN)
+    assert set(res) - {'invocation', '_no_log_values'} <= set(ret)
+    assert res['changed'] is False
+    bench = res['bench']
+    # SGLang acceptance has its own keys; vLLM's are checked in the next test
+    acc_doc = documented(ret['bench']['contains'])
+    acc_keys = set(bench['levels'][0]['acceptance'])
+    assert acc_keys <= set(acc_doc['levels']['acceptance'])
+    for level in bench['levels']:
+        level = dict(level, acceptance=None)
+        assert_documented(level, acc_doc['levels'], 'bench.levels[]')
+    assert_documented(dict(bench, levels=None), acc_doc, 'bench')
+    assert bench['model'] == 'sg' and bench['metrics_source'] == 'sglang'
+    assert [lv['concurrency'] for lv in bench['levels']] == [1, 2]
+    assert bench['ok'] == 6 and bench['errors'] == 0
+    assert bench['categories'] == {'repetitive': len(_suites.SUITES['repetitive'])}
+    assert bench['levels'][0]['tokens_per_chunk'] == pytest.approx(6 / 4)
+    assert json.loads(out.read_text()) == bench
+    assert oct(out.stat().st_mode & 0o777) == '0o644'
+
+
+def test_vllm_acceptance_keys_are_documented():
+    metrics = ('vllm:spec_decode_num_drafts_total 10\nvllm:spec_decode_num_draft_tokens_total 40\n'
+               'vllm:spec_decode_num_accepted_tokens_total 20\n'
+               'vllm:spec_decode_num_accepted_tokens_per_pos_total{position="0"} 8\n')
+    with SSEServer([simple_plan(3)], {'/metrics': (200, metrics)}) as srv:
+        res = run({'url': srv.url, 'model': 'm', 'prompts': ['a'], 'max_tokens': 3, 'requests': 1,
+                   'warmup': 0})
+    ret = yaml.safe_load(spec_bench.RETURN)
+    acc_doc = documented(ret['bench']['contains'])['levels']['acceptance']
+    acc = res['bench']['levels'][0]['acceptance']
+    assert set(acc) <= set(acc_doc)
+    assert acc['source'] == 'vllm_counters' and acc['drafts'] == 0
+
+
+def test_check_mode_runs_but_does_not_write_output(tmp_path):
+    out = tmp_path / 'bench.json'
+    with SSEServer([simple_plan(3)]) as srv:
+        res = run({'url': srv.url, 'model': 'm', 'prompts': ['a', 'b'], 'max_tokens': 3, 'requests': 2,
+                   'warmup': 0, 'metrics': 'none', 'output': str(out), '_ansible_check_mode': True})
+        posted = len(srv.posts)
+    assert res['bench']['ok'] == 2 and posted == 2
+    assert not out.exists()
+
+
+def test_prompts_file_jsonl_and_chat_api(tmp_path):
+    pf = tmp_path / 'prompts.jsonl'
+    pf.write_text('{"prompt": "first", "category": "coding"}\n{"prompt": "second"}\n')
+    with SSEServer([simple_plan(2)]) as srv:
+        res = run({'url': srv.url, 'model': 'm', 'api': 'chat', 'prompts_file': str(pf), 'max_tokens': 2,
+                   'requests': 2, 'warmup': 0, 'metrics': 'none', 'api_key': 'k3y'})
+        sent = [(p, h.get('authorization'), b['messages'][0]['content']) for p, h, b in srv.posts]
+    assert res['bench']['categories'] == {'coding': 1, 'file': 1}
+    assert sent == [('/v1/chat/completions', 'Bearer k3y', 'first'), ('/v1/chat/completions', 'Bearer k3y', 'second')]
+    assert 'k3y' not in json.dumps(res['bench'])
+
+
+def test_api_key_is_no_log():
+    with SSEServer([simple_plan(2)]) as srv:
+        res = run({'url': srv.url, 'model': 'm', 'prompts': ['a'], 'max_tokens': 2, 'requests': 1,
+                   'warmup': 0, 'metrics': 'none', 'api_key': 'sekrit-value'})
+    # AnsibleModule masks no_log values in every output, including invocation
+    assert 'sekrit-value' in res['_no_log_values']
+
+
+def test_nothing_succeeded_is_a_clear_failure_with_the_figures():
+    with SSEServer([[('status', 500, 'engine exploded')]]) as srv:
+        res = run({'url': srv.url, 'model': 'm', 'prompts': ['a'], 'max_tokens': 2, 'requests': 3,
+                   'warmup': 1, 'metrics': 'none'}, expect=FailJson)
+    assert 'no request succeeded (3 http_5xx)' in res['msg']
+    assert 'engine exploded' in res['msg']
+    assert res['bench']['levels'][0]['error_kinds'] == {'http_5xx': 3}
+
+
+def test_some_failures_are_counted_not_fatal():
+    plans = [simple_plan(2), [('status', 502, 'bad gateway')]]
+    with SSEServer(plans) as srv:
+        res = run({'url': srv.url, 'model': 'm', 'prompts': ['a'], 'max_tokens': 2, 'requests': 3,
+                   'warmup': 0, 'metrics': 'none'})
+    level = res['bench']['levels'][0]
+    assert level['ok'] == 1 and level['errors'] == 2 and level['error_kinds'] == {'http_5xx': 2}
+
+
+def test_unreachable_server_fails_without_traceback():
+    res = run({'url': 'http://127.0.0.1:9', 'prompts': ['a']}, expect=FailJson)
+    assert res['msg'].startswith('spec_bench against http://127.0.0.1:9: cannot discover the model')
+
+
+@pytest.mark.parametrize('args, msg', [
+    ({'concurrency': [0]}, 'concurrency must list levels'),
+    ({'max_tokens': 0}, 'max_tokens must be at least 1'),
+    ({'requests': 0}, 'requests must be at least 1'),
+    ({'prompts_file': '/nonexistent/prompts.txt'}, 'cannot read prompts_file'),
+])
+def test_bad_options_fail_before_sending(args, msg):
+    res = run(dict({'url': 'http://127.0.0.1:9', 'model': 'm'}, **args), expect=FailJson)
+    assert msg in res['msg']
+
+
+def test_suites_have_each_category_and_parse_plain_files():
+    assert set(_suites.CATEGORIES) == {'reasoning', 'coding', 'chat', 'summarise', 'repetitive'}
+    every = _suites.suite_prompts('all')
+    assert len(every) == sum(len(v) for v in _suites.SUITES.values())
+    assert [c for c, _ in every[:5]] == list(_suites.CATEGORIES)
+    assert _suites.parse_prompts_file('# c\none\n\ntwo\\nlines\n') == [('file', 'one'), ('file', 'two\nlines')]
+    with pytest.raises(ValueError, match='line 2'):
+        _suites.parse_prompts_file('{"prompt": "a"}\n{"nope": 1}\n')
