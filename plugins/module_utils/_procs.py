@@ -91,7 +91,7 @@ class ProcFS:
         if len(fields) < 20:
             return None
         comm = head.partition("(")[2]
-        args = [a for a in cmdline.split("\0")]
+        args = cmdline.split("\0")
         if args and args[-1] == "":
             args.pop()
         return Proc(pid, int(fields[1]), fields[0], int(fields[19]), comm, args, _systemd_cgroup(cgroup))

@@ -198,8 +198,8 @@ def _describe_leftovers(state, selected, procs, spared_by_pid, tolerance):
         pids = []
         for pid, mib in sorted(gpu_state["procs"].items()):
             why = spared_by_pid.get(pid)
-            pids.append("%d (%s, %s MiB%s)" % (pid, procs[pid].comm if pid in procs else "?", mib,
-                                              ", left alone: " + why if why else ""))
+            name = procs[pid].comm if pid in procs else "?"
+            pids.append("%d (%s, %s MiB%s)" % (pid, name, mib, ", left alone: " + why if why else ""))
         parts.append("GPU %d (%s): %s MiB used (tolerance %d), processes: %s"
                      % (gpu.index, gpu.uuid, gpu_state["used"], limit, ", ".join(pids) or "none"))
     return "; ".join(parts)
@@ -236,7 +236,10 @@ def _reclaim(params, run_command, check_mode, nvml, procfs, dev_dir, self_pid, c
     except NvmlError as exc:
         fail("%s; nothing was stopped or signalled" % exc)
     timer.mark("init")
-    tolerance = lambda struct: _tolerance(struct, params.get("max_used_mib", 0))  # noqa: E731
+
+    def tolerance(struct):
+        return _tolerance(struct, params.get("max_used_mib", 0))
+
     procs = procfs.table()
     try:
         units, unit_keys = _units_snapshot(run_command, params.get("units") or [], procs)

@@ -28,14 +28,14 @@ description:
   - A process that ignores SIGTERM (its C(SigIgn) mask has it) or is stopped gets SIGKILL at once, since
     no grace period could help it.
 author:
-  - llmops.specdec developers
+  - llmops.specdec developers (@llmops)
 extends_documentation_fragment:
   - llmops.specdec._attributes
 attributes:
   check_mode:
     support: full
     details:
-      - Reports the units it would stop (RV(units[].action=would stop)) and the processes it would
+      - Reports the units it would stop (C(action=would stop) in RV(units)) and the processes it would
         signal (RV(would_signal)); stops and signals nothing.
   diff_mode:
     support: full
@@ -44,7 +44,7 @@ attributes:
   idempotent:
     support: full
     details:
-      - With the units already stopped and the GPUs free it reports RV(changed=false).
+      - With the units already stopped and the GPUs free it reports C(changed=false).
 options:
   units:
     description:
