@@ -1,0 +1,166 @@
+"""The nightly and switch job templates run through ansible-runner against a mock GPU host.
+
+Extra vars are built as AWX builds them (template extra_vars, survey defaults and answers, a
+schedule's extra_data); the verdict and figures are read from the runner's artifacts, where AWX reads
+a job's set_stats. Needs root and systemd-nspawn (tests/mockgpu/host); hosts use index 60.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import pytest
+
+from ansible_collections.llmops.specdec.plugins.module_utils import _verdict
+from jobs import MockFleet, run_job
+import controller_rules as awx
+import playbook_vars
+
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("systemd-nspawn") is None,
+    reason="mock GPU hosts need root and systemd-nspawn (apt-get install systemd-container)")
+
+HOST = "awx-60"
+UNIT = "vllm-server.service"
+FLEET_VARS = {
+    "spec_server_engine": "vllm",
+    "spec_server_model": "facebook/opt-125m",
+    "spec_server_cuda_visible_devices": [0],
+    "spec_server_ready_timeout": 120,
+    # A short benchmark: these tests check the wiring, bench/ measures speed.
+    "spec_switch_bench_requests": 4,
+    "spec_switch_bench_max_tokens": 64,
+    "spec_switch_textfile_dir": "",
+    # spec_server's defaults, which spec_switch reads but cannot see yet (reported to the lead:
+    # roles/spec_switch includes spec_server without public: true).
+    "spec_server_port": 8000,
+    "spec_server_unit": UNIT,
+    "spec_server_unit_path": "/etc/systemd/system/" + UNIT,
+}
+# Keep anything that serves without errors / roll back anything that is not 50x faster.
+KEEP_ANY = {"min_speedup": 0.0, "max_tpot_regression": 100.0, "max_ttft_regression": 100.0, "max_error_rate": 1.0}
+KEEP_NONE = {"min_speedup": 50.0}
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory):
+    fleet = MockFleet(tmp_path_factory.mktemp("fleet"), {HOST: (60, {})}, FLEET_VARS)
+    try:
+        fleet.up()
+        deploy = fleet.playbook("playbooks/deploy.yml")
+        assert deploy.returncode == 0, deploy.stdout[-4000:] + deploy.stderr[-2000:]
+        yield fleet
+    finally:
+        fleet.down()
+
+
+@pytest.fixture
+def job(fleet, templates, tmp_path):
+    def launch(name, answers=None, launch_vars=None, from_ui=True):
+        extra = awx.launch_extra_vars(templates[name], answers, launch_vars, from_ui=from_ui)
+        return run_job(templates[name], extra, fleet.inventory, tmp_path / "job")
+    return launch
+
+
+def exec_start(fleet):
+    return fleet.shell(HOST, "systemctl", "show", "-p", "ExecStart", "--value", UNIT).stdout
+
+
+def unit_state(fleet):
+    return fleet.shell(HOST, "systemctl", "is-active", UNIT, check=False).stdout.strip()
+
+
+def levels_ok(summary):
+    """A figures summary as the verdict uses it: per concurrency, throughput and latencies."""
+    assert summary["levels"], summary
+    for level in summary["levels"].values():
+        assert level["output_tok_s"] > 0 and level["tpot_ms"] > 0 and 0 <= level["error_rate"] <= 1
+    return True
+
+
+def test_baseline_job_stores_the_running_configuration(fleet, job):
+    done = job("specdec baseline")  # the survey's defaults: hosts inference, suite reasoning
+    assert done.status == "successful", done
+    stored = json.loads(fleet.shell(HOST, "cat", "/var/lib/llmops-specdec/baselines/vllm__facebook_opt-125m__reasoning.json").stdout)
+    assert stored["suite"] == "reasoning" and levels_ok(stored["summary"])
+
+
+def test_nightly_job_checks_against_the_baseline_then_sweeps(fleet, job, controller_config):
+    (schedule,) = controller_config["controller_schedules"]
+    done = job(schedule["unified_job_template"], launch_vars=schedule["extra_data"], from_ui=False)
+    assert done.status == "successful", done
+
+    check = done.artifacts["specdec_nightly"][HOST]
+    assert (check["engine"], check["model"], check["suite"]) == ("vllm", "facebook/opt-125m", "reasoning")
+    assert levels_ok(check["baseline"]["summary"]) and levels_ok(check["current"]["summary"])
+    # The figures in the artifact carry their own verdict: recomputing it gives the reported status.
+    again = _verdict.decide(check["baseline"]["summary"], check["current"]["summary"], check["thresholds"])
+    assert check["status"] == ("ok" if again["decision"] == "keep" else "regressed")
+    assert check["speedup"] == pytest.approx(again["speedup"])
+    assert check["thresholds"] == _verdict.DEFAULT_THRESHOLDS and check["rebaselined"] is True
+
+    verdict = done.artifacts["specdec_verdicts"][HOST]
+    assert verdict["outcome"] in ("kept", "rolled_back"), verdict
+    assert verdict["label"] != "previous configuration" or verdict["outcome"] == "rolled_back"
+    assert levels_ok(verdict["baseline"])
+
+
+def test_switch_from_the_survey_keeps_a_winner(fleet, job):
+    fleet.set_host_vars(HOST, spec_switch_thresholds=KEEP_ANY)
+    done = job("specdec switch", {"method": "ngram", "num_speculative_tokens": 4})
+    assert done.status == "successful", done
+    verdict = done.artifacts["specdec_verdicts"][HOST]
+    assert (verdict["outcome"], verdict["decision"]) == ("kept", "keep"), verdict
+    assert verdict["candidate"]["method"] == "ngram" and verdict["candidate"]["num_speculative_tokens"] == 4
+    assert verdict["speedup"] > 0 and levels_ok(verdict["baseline"]) and levels_ok(verdict["result"])
+    assert verdict["thresholds"]["min_speedup"] == 0.0
+    assert '"method":"ngram"' in exec_start(fleet).replace(" ", "") and unit_state(fleet) == "active"
+
+
+def test_switch_that_loses_is_rolled_back_and_the_job_succeeds(fleet, job):
+    fleet.set_host_vars(HOST, spec_switch_thresholds=KEEP_NONE)
+    before = exec_start(fleet)
+    done = job("specdec switch", {"method": "ngram", "num_speculative_tokens": 2})
+    assert done.status == "successful", done
+    verdict = done.artifacts["specdec_verdicts"][HOST]
+    assert (verdict["outcome"], verdict["decision"]) == ("rolled_back", "rollback"), verdict
+    assert verdict["speedup"] < 50.0 and "needs >= x50.00" in verdict["reason"]
+    assert exec_start(fleet) == before and unit_state(fleet) == "active"
+
+
+def test_switch_whose_candidate_breaks_fails_the_job_after_rolling_back(fleet, job):
+    fleet.set_host_vars(HOST, spec_switch_thresholds=KEEP_ANY)
+    before = exec_start(fleet)
+    fleet.shell(HOST, "sh", "-c", "echo '{\"suffix\": {\"fail_start\": true}}' > /etc/mockgpu/faults.json")
+    try:
+        done = job("specdec switch", {"method": "suffix"})
+    finally:
+        fleet.shell(HOST, "rm", "-f", "/etc/mockgpu/faults.json")
+    assert done.status == "failed" and done.rc != 0, done
+    verdict = done.artifacts["specdec_verdicts"][HOST]
+    assert (verdict["outcome"], verdict["decision"]) == ("failed", "rollback"), verdict
+    assert "candidate failed" in verdict["reason"]
+    assert exec_start(fleet) == before and unit_state(fleet) == "active"
+
+
+@pytest.mark.skipif(not {"min_speedup", "max_tpot_regression"} <= playbook_vars.read_names("playbooks/switch_spec.yml"),
+                    reason="flat threshold variables are not mapped in playbooks/tasks/request.yml yet (lead)")
+def test_switch_thresholds_from_the_survey_decide(fleet, job):
+    fleet.set_host_vars(HOST)
+    done = job("specdec switch", {"method": "ngram", "num_speculative_tokens": 3, "min_speedup": 50.0})
+    assert done.status == "successful", done
+    verdict = done.artifacts["specdec_verdicts"][HOST]
+    assert verdict["thresholds"]["min_speedup"] == 50.0 and verdict["outcome"] == "rolled_back", verdict
+
+
+def test_rollback_job_restores_the_configuration_before_the_kept_switch(fleet, job):
+    done = job("specdec rollback")
+    assert done.status == "successful", done
+    assert "speculative" not in exec_start(fleet) and unit_state(fleet) == "active"
+
+
+def test_reclaim_job_stops_the_service(fleet, job):
+    done = job("specdec reclaim", {"scope": "gpu"})
+    assert done.status == "successful", done
+    assert unit_state(fleet) != "active"
