@@ -135,12 +135,20 @@ def delta(before, after):
     """Counter differences after - before; a series that went down was reset (server restart).
 
     After a reset the increase since the restart is the after value itself: the part counted before
-    the restart is lost, exactly as Prometheus' increase() treats it. Returns (deltas, reset_keys).
+    the restart is lost, exactly as Prometheus' increase() treats it. A changed `<name>_created`
+    sample (prometheus_client exports one per counter) also marks that counter as restarted, even
+    when it has already climbed past its old value. Returns (deltas, reset_keys).
     """
     out, resets = {}, []
+    restarted = set()
+    for (name, pos), new in after.items():
+        if name.endswith('_created') and (name, pos) in before and before[(name, pos)] != new:
+            restarted.add((name[:-len('_created')] + '_total', pos))
     for key, new in after.items():
+        if key[0].endswith('_created'):
+            continue
         old = before.get(key, 0.0)
-        if new < old:
+        if new < old or key in restarted:
             resets.append(key)
             out[key] = new
         else:

@@ -116,3 +116,13 @@ def test_no_spec_counters_means_no_acceptance():
 def test_sglang_gauge_is_read_when_exported():
     assert _prom.sglang_gauge(_prom.parse_text_small('sglang:spec_accept_length{m="a"} 2.5\n')) == 2.5
     assert _prom.sglang_gauge(_prom.parse_text_small('sglang:num_running_reqs 1\n')) is None
+
+
+def test_changed_created_timestamp_marks_a_restart_even_when_counts_grew():
+    name = _prom.DRAFTS[:-len('_total')]
+    before = {(_prom.DRAFTS, None): 10.0, (name + '_created', None): 1000.0}
+    after = {(_prom.DRAFTS, None): 40.0, (name + '_created', None): 2000.0}
+    d, resets = _prom.delta(before, after)
+    assert d == {(_prom.DRAFTS, None): 40.0} and resets == [(_prom.DRAFTS, None)]
+    same = {(_prom.DRAFTS, None): 40.0, (name + '_created', None): 1000.0}
+    assert _prom.delta(before, same) == ({(_prom.DRAFTS, None): 30.0}, [])
