@@ -21,9 +21,10 @@ def _log(p):
 
 
 def _escape_cgroup():
-    """Move this process to the cgroup root when it sits in a systemd service's cgroup,
-    as an orphaned worker effectively does when it is no longer in the unit's tree.
-    Only touches cgroups whose path names a `.service`, so it is a no-op elsewhere."""
+    """Leave the systemd service's cgroup, as the orphaned workers of vLLM #55510 end up outside
+    the unit's tree: move to the hierarchy's root, or to a leaf beside the slices when the root
+    refuses (cgroup2's no-internal-process rule inside a container). Only cgroups whose path
+    names a `.service` are touched, so this is a no-op outside a systemd unit; failures are ignored."""
     try:
         with open("/proc/self/cgroup", encoding="utf-8") as f:
             lines = f.read().splitlines()
@@ -34,14 +35,22 @@ def _escape_cgroup():
         if len(parts) != 3 or ".service" not in parts[2]:
             continue
         if parts[0] == "0":
-            targets = ["/sys/fs/cgroup/cgroup.procs", "/sys/fs/cgroup/unified/cgroup.procs"]
+            roots = ["/sys/fs/cgroup/unified", "/sys/fs/cgroup"]
         else:
-            names = [c.replace("name=", "") for c in parts[1].split(",")]
-            targets = ["/sys/fs/cgroup/%s/cgroup.procs" % parts[1]] + ["/sys/fs/cgroup/%s/cgroup.procs" % n for n in names]
-        for target in targets:
+            roots = ["/sys/fs/cgroup/%s" % n.replace("name=", "") for n in [parts[1]] + parts[1].split(",")]
+        root = next((r for r in roots if os.path.exists(os.path.join(r, "cgroup.procs"))), None)
+        if root is None:
+            continue
+        leaf = os.path.join(root, "mockgpu-escaped")
+        for target in (root, leaf):
             try:
-                with open(target, "w", encoding="utf-8") as f:
-                    f.write(str(os.getpid()))
+                if target == leaf and not os.path.isdir(leaf):
+                    os.mkdir(leaf)
+                fd = os.open(os.path.join(target, "cgroup.procs"), os.O_WRONLY)  # never create a file
+                try:
+                    os.write(fd, str(os.getpid()).encode())
+                finally:
+                    os.close(fd)
                 break
             except OSError:
                 continue

@@ -5,9 +5,9 @@ import os
 HERE = os.path.dirname(os.path.abspath(__file__))
 ENGINES_DIR = os.path.dirname(HERE)
 
-# Built-in profile shipped next to the package (repo: engines/profile.json,
-# host: mockengine/profile.json); the env var or /etc file is merged over it.
-_BUILTIN_PROFILES = (os.path.join(HERE, "profile.json"), os.path.join(ENGINES_DIR, "profile.json"))
+# The full profile: the one shipped beside the package in the checkout, or the one the mock host
+# installs in /etc; $MOCK_ENGINE_PROFILE (possibly partial) is merged over it.
+_BASE_PROFILES = (os.path.join(ENGINES_DIR, "profile.json"), "/etc/mockgpu/engine-profile.json")
 
 
 def _read_json(path):
@@ -39,13 +39,13 @@ def load_gpus():
 
 
 def load_profile():
-    prof = {}
-    for path in _BUILTIN_PROFILES:
+    prof, base = {}, None
+    for path in _BASE_PROFILES:
         if os.path.exists(path):
-            prof = _read_json(path)
+            prof, base = _read_json(path), path
             break
-    over = os.environ.get("MOCK_ENGINE_PROFILE") or "/etc/mockgpu/engine-profile.json"
-    if os.path.exists(over):
+    over = os.environ.get("MOCK_ENGINE_PROFILE")
+    if over and os.path.exists(over) and over != base:
         prof = deep_merge(prof, _read_json(over))
     return prof
 

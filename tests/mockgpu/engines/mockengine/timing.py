@@ -11,7 +11,7 @@ SCALARS = (
     "step_ms", "batch_alpha", "spec_batch_alpha", "noise", "prefill_ms_base",
     "prefill_ms_per_token", "verify_ms_per_token", "draft_ms", "draft_ms_per_token",
     "accept_fresh", "accept_repetitive", "accept_decay", "repetition_curve",
-    "accept_cap",
+    "accept_cap", "repetition_floor",
 )
 
 DEFAULTS = {
@@ -28,6 +28,7 @@ DEFAULTS = {
     "accept_repetitive": 0.5,
     "accept_decay": 1.0,
     "repetition_curve": 0.5,
+    "repetition_floor": 0.1,
     "accept_cap": 0.98,
 }
 
@@ -74,7 +75,11 @@ class Decoder:
 
     def _acceptance(self):
         p = self.p
-        base = p["accept_fresh"] + (p["accept_repetitive"] - p["accept_fresh"]) * (self.r ** p["repetition_curve"])
+        # a few repeated phrases in ordinary prose give n-gram lookup nothing to copy: below the
+        # floor the prompt counts as fresh text
+        floor = min(p["repetition_floor"], 0.99)
+        r = max(0.0, (self.r - floor) / (1.0 - floor))
+        base = p["accept_fresh"] + (p["accept_repetitive"] - p["accept_fresh"]) * (r ** p["repetition_curve"])
         if self.spec.topk > 1:
             # A tree of topk candidates per level raises the chance one of them matches.
             base = 1.0 - (1.0 - base) ** (self.spec.topk ** 0.5)
