@@ -106,6 +106,34 @@ def check_crash(state, since_restarts):
                          state['n_restarts'], exit_info, unit), state)
 
 
+def engine_log_tail(run_command, unit, lines=5, scan=200):
+    """The engine's last ``lines`` log lines from the journal (systemd's own lines left out).
+
+    Best effort: returns [] when journalctl is missing or fails; it only enriches a crash message.
+    """
+    try:
+        rc, out, _err = run_command(['journalctl', '--unit', unit, '--lines', str(scan), '--output', 'json',
+                                     '--no-pager', '--quiet'])
+    except (OSError, ValueError):
+        return []
+    if rc != 0:
+        return []
+    tail = []
+    for line in out.splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if entry.get('_PID') == '1' or entry.get('SYSLOG_IDENTIFIER') == 'systemd':
+            continue  # "Main process exited..." says less than the engine's own last words
+        msg = entry.get('MESSAGE')
+        if isinstance(msg, list):  # journald sends non-UTF-8 messages as byte arrays
+            msg = bytes(b & 0xff for b in msg if isinstance(b, int)).decode('utf-8', 'replace')
+        if isinstance(msg, str) and msg.strip():
+            tail.append(msg.rstrip())
+    return tail[-lines:]
+
+
 def http_get(open_url, url, timeout, headers=None):
     """GET url; return (status or None, body bytes, error text or None). Never raises for I/O."""
     try:

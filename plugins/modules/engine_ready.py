@@ -19,6 +19,7 @@ description:
     instead of at the overall timeout.
   - Meant to be called in an C(until) loop, so each cycle prints a line and long loads show progress.
     See the P(llmops.specdec.spec_server#role) role's C(wait_ready.yml).
+  - On a crash the engine's last journal lines are returned (RV(log_tail)) and added to the message.
   - The module never changes anything.
 author:
   - llmops.specdec developers (@llmops)
@@ -170,6 +171,12 @@ crashed:
   returned: failure
   type: bool
   sample: true
+log_tail:
+  description: The engine's last log lines from the journal (systemd's own lines left out) after a crash.
+  returned: failure
+  type: list
+  elements: str
+  sample: ["RuntimeError: Engine core initialization failed. See root cause above."]
 """
 
 import time
@@ -208,7 +215,11 @@ def main():
                                     model=p['model'], timeout=p['timeout'],
                                     since_restarts=p['since_restarts'], api_key=p['api_key'])
     except _ready.Crashed as e:
-        module.fail_json(msg='crashed: %s' % e.msg, crashed=True, ready=False, state=e.state,
+        log_tail = _ready.engine_log_tail(module.run_command, p['unit'])
+        msg = 'crashed: %s' % e.msg
+        if log_tail:
+            msg += '; last engine log lines: %s' % ' | '.join(log_tail)
+        module.fail_json(msg=msg, crashed=True, ready=False, state=e.state, log_tail=log_tail,
                          elapsed=round(time.monotonic() - t0, 1), changed=False)
     except _ready.UnitQueryError as e:
         module.fail_json(msg=str(e), ready=False, state=None,

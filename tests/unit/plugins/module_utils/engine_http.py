@@ -84,9 +84,11 @@ def closed_port_url():
 
 
 class FakeSystemctl:
-    """``run_command`` stand-in answering ``systemctl show`` from a mutable property dict."""
+    """``run_command`` stand-in: ``systemctl show`` from a property dict, ``journalctl`` from a list."""
 
-    def __init__(self, **props):
+    def __init__(self, journal=None, journal_rc=0, **props):
+        self.journal = journal or []  # dicts as journalctl -o json prints them
+        self.journal_rc = journal_rc
         self.props = {"LoadState": "loaded", "ActiveState": "active", "SubState": "running",
                       "Result": "success", "NRestarts": "0", "MainPID": "4242", "ExecMainStatus": "0",
                       "ExecMainCode": "0", "ExecMainStartTimestampMonotonic": "0"}
@@ -98,6 +100,8 @@ class FakeSystemctl:
 
     def __call__(self, argv, **kwargs):
         self.calls.append(list(argv))
+        if argv[0] == "journalctl":
+            return self.journal_rc, "".join(json.dumps(e) + "\n" for e in self.journal), ""
         assert argv[:2] == ["systemctl", "show"], argv
         wanted = argv[3].split("=", 1)[1].split(",")
         out = "".join("%s=%s\n" % (k, self.props.get(k, "")) for k in wanted)

@@ -193,3 +193,31 @@ def test_systemctl_failure_surfaces_as_unit_query_error():
     with pytest.raises(_ready.UnitQueryError) as exc:
         cycle(closed_port_url(), "vllm", run_command=broken, unit="x.service", timeout=0)
     assert "Failed to connect to bus" in str(exc.value)
+
+
+# --- the engine's last words after a crash ----------------------------------------------------
+
+def test_engine_log_tail_leaves_out_systemd_and_decodes_byte_messages():
+    journal = [
+        {"MESSAGE": "INFO loading weights", "_PID": "311", "SYSLOG_IDENTIFIER": "vllm"},
+        {"MESSAGE": [69, 114, 114, 58, 32, 0xff], "_PID": "311", "SYSLOG_IDENTIFIER": "vllm"},
+        {"MESSAGE": "RuntimeError: Engine core initialization failed.", "_PID": "311"},
+        {"MESSAGE": "vllm-server.service: Main process exited, code=exited, status=1/FAILURE",
+         "_PID": "1", "SYSLOG_IDENTIFIER": "systemd"},
+        {"MESSAGE": "   ", "_PID": "311"},
+    ]
+    systemctl = FakeSystemctl(journal=journal)
+    tail = _ready.engine_log_tail(systemctl, "vllm-server.service", lines=2)
+    assert tail == ["Err: \ufffd", "RuntimeError: Engine core initialization failed."]
+    argv = systemctl.calls[0]
+    assert argv[:3] == ["journalctl", "--unit", "vllm-server.service"]
+    assert "json" in argv
+
+
+def test_engine_log_tail_is_empty_when_journalctl_fails():
+    assert _ready.engine_log_tail(FakeSystemctl(journal=[{"MESSAGE": "x"}], journal_rc=1), "u.service") == []
+
+    def missing(argv, **kwargs):
+        raise OSError("journalctl: not found")
+
+    assert _ready.engine_log_tail(missing, "u.service") == []

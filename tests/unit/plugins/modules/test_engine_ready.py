@@ -62,7 +62,10 @@ def test_not_ready_is_a_success_so_until_can_retry(module_exits):
 
 
 def test_crash_fails_with_crashed_flag(module_exits, monkeypatch):
-    systemctl = FakeSystemctl(ActiveState="failed", SubState="failed", Result="exit-code", ExecMainStatus=1)
+    journal = [{"MESSAGE": "ValueError: bad --speculative-config", "_PID": "77"},
+               {"MESSAGE": "Engine core initialization failed.", "_PID": "77"}]
+    systemctl = FakeSystemctl(ActiveState="failed", SubState="failed", Result="exit-code", ExecMainStatus=1,
+                              journal=journal)
     with pytest.raises(FailJson) as exc:
         run({"url": closed_port_url(), "engine": "vllm", "unit": "vllm-server.service", "timeout": 600},
             systemctl, monkeypatch)
@@ -70,7 +73,9 @@ def test_crash_fails_with_crashed_flag(module_exits, monkeypatch):
     assert res["crashed"] is True
     assert res["ready"] is False
     assert res["msg"].startswith("crashed: vllm-server.service failed (last exit status 1")
-    assert res["elapsed"] < 600
+    assert res["msg"].endswith("; last engine log lines: ValueError: bad --speculative-config"
+                               " | Engine core initialization failed.")
+    assert res["log_tail"] == ["ValueError: bad --speculative-config", "Engine core initialization failed."]
 
 
 def test_systemctl_error_fails_with_its_message(module_exits, monkeypatch):
