@@ -80,9 +80,21 @@ def _oom_message(p, total, free, want):
             "Current value: mem_fraction_static=%s, avail mem=%.2f GB" % (p["fraction"], free / gib))
 
 
+_held = []  # the Holding of this worker, released on a graceful stop
+
+
+def _stop_worker():
+    for h in _held:
+        try:
+            h.release()
+        except OSError:
+            pass
+    os._exit(0)
+
+
 def worker(p):
     log = _log(p)
-    procs.install_signals(p.get("ignore_sigterm"), lambda: os._exit(0))
+    procs.install_signals(p.get("ignore_sigterm"), _stop_worker)
     if p.get("escape"):
         _double_fork(p)
     else:
@@ -97,7 +109,7 @@ def worker(p):
         return _fail(p, log, _oom_message(p, total, free, want))
     try:
         hold = gpumem.import_hold()
-        handle = hold.hold(gpu, want)
+        _held.append(hold.hold(gpu, want))
     except Exception as exc:  # an unusable device node or registry is a CUDA init failure
         return _fail(p, log, "RuntimeError: CUDA error: initialization error (%s)" % exc)
     log.info("Loading weights took %.2f seconds" % p["load_seconds"], src="gpu_model_runner.py:1")
@@ -108,7 +120,6 @@ def worker(p):
     procs.report(p["ready_fd"], ok=True, rank=p["rank"], gpu=gpu, mib=want)
     os.close(p["ready_fd"])
     procs.sleep_forever()
-    return handle
 
 
 def _fail(p, log, message):

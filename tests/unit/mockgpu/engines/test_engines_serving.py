@@ -170,6 +170,8 @@ def test_vllm_process_tree_holds_memory_and_ends_on_sigterm(host, engines):
     assert e.terminate(signal.SIGTERM) == 0
     assert wait_until(lambda: not any(alive(p) for p in [core] + workers), 5)
     assert [h for h in host.holders() if h["gpu"] in (5, 6)] == []
+    # a graceful stop also removes the registry entries (a killed holder leaves a stale one)
+    assert not [n for n in os.listdir(host.registry) for w in workers if n.startswith("%d." % w)]
 
 
 def test_busy_gpu_makes_vllm_fail_like_vllm(host, engines):
