@@ -47,9 +47,9 @@ def summarize(bench):
     """Reduce a spec_bench result to the figures a verdict needs, per concurrency level."""
     levels = {}
     for level in bench.get("levels", []):
-        requests = level.get("completed", 0) + level.get("errors", 0)
+        requests = level.get("ok", 0) + level.get("errors", 0)
         levels[int(level["concurrency"])] = {
-            "output_tok_s": float(level["output_throughput"]),
+            "output_tok_s": float(level.get("output_tok_s") or 0.0),
             "tpot_ms": _median(level.get("tpot_ms")),
             "ttft_ms": _median(level.get("ttft_ms")),
             "error_rate": (float(level.get("errors", 0)) / requests) if requests else 1.0,

@@ -6,8 +6,9 @@ from ansible_collections.llmops.specdec.plugins.module_utils import _verdict as 
 
 
 def level(c, tok_s, tpot, ttft, errors=0, completed=10):
-    return {"concurrency": c, "output_throughput": tok_s, "tpot_ms": {"median": tpot},
-            "ttft_ms": {"median": ttft}, "errors": errors, "completed": completed}
+    # The shape of one entry of spec_bench's bench.levels (RETURN documents it).
+    return {"concurrency": c, "output_tok_s": tok_s, "tpot_ms": {"median": tpot},
+            "ttft_ms": {"median": ttft}, "errors": errors, "ok": completed}
 
 
 BASE = v.summarize({"levels": [level(1, 82.0, 12.2, 50.0), level(8, 500.0, 15.0, 60.0)]})
@@ -64,7 +65,7 @@ def test_levels_must_overlap():
 
 
 def test_a_run_where_everything_failed_has_error_rate_one():
-    s = v.summarize({"levels": [level(1, 0.0, None, None, errors=5, completed=0)]})
+    s = v.summarize({"levels": [level(1, None, None, None, errors=5, completed=0)]})
     assert s["levels"][1]["error_rate"] == 1.0
     assert s["levels"][1]["tpot_ms"] is None
     with pytest.raises(v.VerdictError, match="no levels"):
