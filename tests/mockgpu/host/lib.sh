@@ -9,7 +9,7 @@ HOSTS_DIR=$BUILD/hosts
 SSH_KEY=$BUILD/ssh/id_ed25519
 INVENTORY_DIR=$BUILD/inventory/mock
 CACHE_DIR=${MOCKGPU_CACHE_DIR:-/var/cache/llmops-specdec}
-REGISTRY=/run/llmops-specdec/hosts
+REGISTRY=/run/llmops-specdec
 CGROUP_PARENT=llmops-specdec
 SSH_OPTS=(-i "$SSH_KEY" -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null
   -o LogLevel=ERROR -o ConnectTimeout=2 -o IdentitiesOnly=yes)
@@ -19,12 +19,18 @@ log() { echo "mockhost: $*" >&2; }
 now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.2f", b - a }'; }
 
-netns_of() { echo "specdec-$1"; }
-guest_ip() { echo "10.77.$1.2"; }
-host_ip() { echo "10.77.$1.1"; }
-# veth names are at most 15 characters, so they carry the index, not the name.
-veth_host() { echo "sd$1h"; }
-veth_guest() { echo "sd$1g"; }
+# Network names of host NAME / INDEX in checkout slot SLOT (global). Slot 0 is the documented
+# 10.77.INDEX.0/24; a second checkout on the same machine gets slot 1 (10.78.INDEX.0/24), and so on,
+# so concurrent checkouts never share a netns, veth, subnet or cgroup.
+SLOT=${SLOT:-0}
+netns_of() { if ((SLOT)); then echo "specdec$SLOT-$1"; else echo "specdec-$1"; fi; }
+guest_ip() { echo "10.$((77 + SLOT)).$1.2"; }
+host_ip() { echo "10.$((77 + SLOT)).$1.1"; }
+# veth names are at most 15 characters, so they carry slot and index, not the name.
+veth_host() { if ((SLOT)); then echo "sd${SLOT}x$1h"; else echo "sd$1h"; fi; }
+veth_guest() { if ((SLOT)); then echo "sd${SLOT}x$1g"; else echo "sd$1g"; fi; }
+# "@" cannot appear in a name, so slot 0 keeps the bare name and other slots never clash with it.
+cgroup_leaf() { if ((SLOT)); then echo "$1@$SLOT"; else echo "$1"; fi; }
 
 # The cgroup hierarchies nspawn uses here: hybrid v1+v2 (name=systemd + unified) or pure v2.
 cgroup_roots() {
@@ -60,4 +66,29 @@ host_nspawn_pid() {
   local pid
   pid=$(cat "$HOSTS_DIR/$1/nspawn.pid" 2>/dev/null) || return 1
   pid_running "$pid" && [[ $(cat "/proc/$pid/comm" 2>/dev/null) == systemd-nspawn ]] && echo "$pid"
+}
+
+# Under the registry lock: this checkout's slot (the one it holds, else the lowest free one; a slot
+# whose checkout has no host left is free). MOCKGPU_SLOT=K forces slot K.
+acquire_slot() {
+  local k f
+  if [[ -n ${MOCKGPU_SLOT:-} ]]; then
+    [[ $MOCKGPU_SLOT =~ ^[0-9]$ ]] || die "MOCKGPU_SLOT must be 0..9"
+    SLOT=$MOCKGPU_SLOT
+    return 0
+  fi
+  mkdir -p "$REGISTRY/slots"
+  for k in 0 1 2 3 4 5 6 7 8 9; do
+    f=$REGISTRY/slots/slot-$k
+    if [[ -f $f && $(cat "$f") == "$REPO" ]]; then SLOT=$k; return 0; fi
+  done
+  for k in 0 1 2 3 4 5 6 7 8 9; do
+    f=$REGISTRY/slots/slot-$k
+    if [[ ! -f $f ]] || ! compgen -G "$(cat "$f")/.build/hosts/*/index" >/dev/null; then
+      echo "$REPO" >"$f"
+      SLOT=$k
+      return 0
+    fi
+  done
+  die "all 10 checkout slots are in use ($REGISTRY/slots)"
 }
