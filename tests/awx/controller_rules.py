@@ -89,14 +89,14 @@ def element_errors(item, data, validate_required=True):
         if high is not None and len(value) > int(high):
             errors.append("'%s' value %r is too large (must be no more than %s)." % (var, value, high))
     elif qtype == "integer":
-        if type(value) is not int:
+        if isinstance(value, bool) or not isinstance(value, int):  # AWX: type(value) != int
             return ["Value %r for '%s' expected to be an integer." % (value, var)]
         if low is not None and value < int(low):
             errors.append("'%s' value %s is too small (must be at least %s)." % (var, value, low))
         if high is not None and value > int(high):
             errors.append("'%s' value %s is too large (must be no more than %s)." % (var, value, high))
     elif qtype == "float":
-        if type(value) not in (float, int):
+        if isinstance(value, bool) or not isinstance(value, (float, int)):
             return ["Value %r for '%s' expected to be a numeric type." % (value, var)]
         if low is not None and value < float(low):
             errors.append("'%s' value %s is too small (must be at least %s)." % (var, value, low))

@@ -75,7 +75,7 @@ class MockFleet:
 
     def down(self):
         for name in self.hosts:
-            subprocess.run([str(HOST_TOOLS / "down"), name], capture_output=True, timeout=120)
+            subprocess.run([str(HOST_TOOLS / "down"), name], capture_output=True, timeout=120, check=False)
 
     def set_host_vars(self, name, **host_vars):
         """Per-host inventory variables (AWX: host variables), replacing earlier ones."""
@@ -85,7 +85,8 @@ class MockFleet:
     def playbook(self, playbook, *args, timeout=600):
         env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"))
         return subprocess.run([str(REPO / ".venv" / "bin" / "ansible-playbook"), "-i", str(self.inventory), playbook]
-                              + list(args), cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+                              + list(args), cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout,
+                              check=False)
 
     def shell(self, name, *argv, check=True):
         """A command on the mock host over SSH (root), e.g. to write an engine fault."""

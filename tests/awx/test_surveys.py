@@ -35,7 +35,8 @@ def _questions(template):
 
 
 def test_committed_surveys_equal_the_generated_ones():
-    proc = subprocess.run([str(REPO / "awx" / "surveys" / "generate"), "--check"], capture_output=True, text=True)
+    proc = subprocess.run([str(REPO / "awx" / "surveys" / "generate"), "--check"], capture_output=True, text=True,
+                          check=False)
     assert proc.returncode == 0, proc.stderr
 
 
