@@ -151,3 +151,11 @@ def test_none_leaves_speculation_off():
     sa = parse(_spec.engine_args({"method": "none"}, "sglang"))
     assert sa.speculative_algorithm is None
     assert SpeculativeAlgorithm.from_string(sa.speculative_algorithm) is SpeculativeAlgorithm.NONE
+
+
+def test_quantization_names_are_sglangs_to_check():
+    # _spec passes draft_quantization through; SGLang's parser has the list of names.
+    fragment = _spec.engine_args({"method": "draft_model", "draft_model": DRAFT, "draft_quantization": "bogus"},
+                                 "sglang")
+    with pytest.raises(SystemExit):
+        parse(fragment)

@@ -204,3 +204,13 @@ def test_every_vllm_method_is_judged():
 def test_none_adds_no_speculative_config(models):
     args = parse_serve([models["target"]] + _spec.engine_args({"method": "none"}, "vllm"))
     assert args.speculative_config is None
+
+
+def test_quantization_names_are_vllms_to_check(models):
+    # _spec passes draft_quantization through (each engine has its own list); vLLM refuses an
+    # unknown name while building the config, before any GPU work.
+    spec = {"method": "draft_model", "draft_model": models["draft"], "num_speculative_tokens": 3,
+            "draft_quantization": "bogus"}
+    fragment = _spec.engine_args(spec, "vllm")
+    with pytest.raises(ValueError, match="quantization"):
+        build_speculative_config(parse_serve([models["target"]] + fragment))

@@ -265,3 +265,14 @@ def test_spec_error_is_a_value_error():
 def test_describe_refuses_non_mapping():
     with pytest.raises(SpecError, match="mapping"):
         describe(["ngram"])
+
+
+def test_docs_cover_every_method_and_parameter():
+    import os
+    doc = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "docs", "spec-methods.md")
+    with open(doc) as f:
+        text = f.read()
+    for name in list(PARAMS) + list(METHODS):
+        assert "| `%s` |" % name in text, name
+    for flag in SGLANG_FLAGS.values():
+        assert flag in text, flag
