@@ -34,6 +34,7 @@ instead be given as the trio ``eagle_steps`` / ``eagle_topk`` / ``num_draft_toke
 from __future__ import annotations
 
 import json
+import math
 import re
 
 __all__ = ["SpecError", "ENGINES", "METHODS", "PARAMS", "normalize", "engine_args", "describe",
@@ -207,7 +208,7 @@ def _coerce(name, value):
                 value = float(value.strip())
             except ValueError:
                 raise bad
-        if not isinstance(value, (int, float)) or value != value:
+        if not isinstance(value, (int, float)) or math.isnan(value):
             raise bad
         value = float(value)
     else:

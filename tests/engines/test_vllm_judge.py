@@ -197,7 +197,7 @@ def test_suffix_k_defaults_to_tree_depth_as_in_vllm():
 
 
 def test_every_vllm_method_is_judged():
-    judged = {spec["method"] for spec, _ in ACCEPTED.values()}
+    judged = {case[0]["method"] for case in ACCEPTED.values()}
     assert judged == set(_spec.methods_for("vllm")) - {"none"}
 
 

@@ -111,10 +111,10 @@ def test_none_renders_nothing(engine):
 
 
 def every_case():
-    for name, (spec, tp, _) in VLLM_CASES.items():
-        yield pytest.param(spec, "vllm", tp, id="vllm " + name)
-    for name, (spec, _) in SGLANG_CASES.items():
-        yield pytest.param(spec, "sglang", 1, id="sglang " + name)
+    for name, case in VLLM_CASES.items():
+        yield pytest.param(case[0], "vllm", case[1], id="vllm " + name)
+    for name, case in SGLANG_CASES.items():
+        yield pytest.param(case[0], "sglang", 1, id="sglang " + name)
 
 
 @pytest.mark.parametrize("spec, engine, tp", list(every_case()))
@@ -146,8 +146,8 @@ def test_table_is_consistent():
 
 def test_text_values_from_extra_vars_are_coerced():
     spec = {"method": "ngram", "num_speculative_tokens": "5", "prompt_lookup_min": " 2 ", "prompt_lookup_max": 4.0}
-    assert normalize(spec, "vllm") == {"method": "ngram", "num_speculative_tokens": 5,
-                                        "prompt_lookup_min": 2, "prompt_lookup_max": 4}
+    want = {"method": "ngram", "num_speculative_tokens": 5, "prompt_lookup_min": 2, "prompt_lookup_max": 4}
+    assert normalize(spec, "vllm") == want
     assert normalize({"method": "suffix", "suffix_min_token_prob": "0.25"}, "vllm")["suffix_min_token_prob"] == 0.25
 
 
