@@ -8,6 +8,8 @@ of k tokens looks like one speculative step. The number of tokens is max_tokens,
 when the request does not set ignore_eos (to show tools that count the requested length).
 It honours stream_options.include_usage / continuous_usage_stats as vLLM does.
 
+Deadlines run from the kernel's receive timestamp of the request's last byte (SO_TIMESTAMPNS),
+not from when this Python process got round to reading it.
 One thread per connection sleeping with clock_nanosleep to each deadline: wake-up error is tens of
 microseconds, where asyncio's epoll rounds timeouts up to whole milliseconds. The server records
 what it actually did; GET /truth returns it (and resets it with ?reset=1), so a client's figures
@@ -19,9 +21,12 @@ import argparse
 import json
 import socket
 import socketserver
+import struct
 import sys
 import threading
 import time
+
+SO_TIMESTAMPNS = getattr(socket, 'SO_TIMESTAMPNS', 35)
 
 WORDS = ('the quick brown fox jumps over a lazy dog while seven bright stars watch quietly '
          'from far above the old stone bridge near the river').split()
@@ -39,9 +44,17 @@ class Truth:
             self.late_ns = []
             self.tokens = 0
             self.requests = 0
+            self.first_arrival_ns = None
+            self.last_token_ns = None
 
-    def add(self, ttft, tpot, late, tokens):
+    def arrived(self, t):
         with self.lock:
+            if self.first_arrival_ns is None or t < self.first_arrival_ns:
+                self.first_arrival_ns = t
+
+    def add(self, ttft, tpot, late, tokens, last_ns):
+        with self.lock:
+            self.last_token_ns = max(self.last_token_ns or 0, last_ns)
             self.ttft_ns.append(ttft)
             if tpot is not None:
                 self.tpot_ns.append(tpot)
@@ -54,7 +67,8 @@ class Truth:
             return sum(v) / len(v) / 1e6 if v else None
         with self.lock:
             late = sorted(self.late_ns)
-            return {'requests': self.requests, 'tokens': self.tokens,
+            return {'requests': self.requests, 'tokens': self.tokens, 'first_arrival_ns': self.first_arrival_ns,
+                    'last_token_ns': self.last_token_ns,
                     'ttft_ms_mean': mean(self.ttft_ns), 'tpot_ms_mean': mean(self.tpot_ns),
                     'late_ms_mean': mean(late),
                     'late_ms_p99': late[int(0.99 * (len(late) - 1))] / 1e6 if late else None,
@@ -67,25 +81,49 @@ class Handler(socketserver.StreamRequestHandler):
     cfg = None
     truth = None
 
+    def _recv(self):
+        """One recvmsg(); returns (bytes, kernel receive time as perf_counter ns, or None)."""
+        data, anc, _, _ = self.connection.recvmsg(65536, socket.CMSG_SPACE(16))
+        for level, kind, raw in anc:
+            if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(raw) >= 16:
+                sec, nsec = struct.unpack('qq', raw[:16])
+                # kernel stamps are CLOCK_REALTIME; map to perf_counter (CLOCK_MONOTONIC) now
+                return data, sec * 1_000_000_000 + nsec - (time.time_ns() - time.perf_counter_ns())
+        return data, None
+
+    def read_request(self):
+        """Read one request; its arrival is when the kernel received its last byte."""
+        buf, stamp = self.leftover, None
+        while b'\r\n\r\n' not in buf:
+            data, stamp = self._recv()
+            if not data:
+                return None
+            buf += data
+        head, _, rest = buf.partition(b'\r\n\r\n')
+        lines = head.split(b'\r\n')
+        parts = lines[0].split()
+        headers = {}
+        for h in lines[1:]:
+            k, _, v = h.decode('latin-1').partition(':')
+            headers[k.strip().lower()] = v.strip()
+        need = int(headers.get('content-length', '0') or 0)
+        while len(rest) < need:
+            data, stamp = self._recv()
+            if not data:
+                return None
+            rest += data
+        self.leftover = rest[need:]
+        now = time.perf_counter_ns()
+        return parts[0], parts[1].decode(), headers, rest[:need], stamp if stamp and stamp <= now else now
+
     def handle(self):
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.leftover = b''
         while True:
-            line = self.rfile.readline(65537)
-            if not line:
+            req = self.read_request()
+            if req is None:
                 return
-            parts = line.split()
-            if len(parts) < 2:
-                return
-            method, path = parts[0], parts[1].decode()
-            headers = {}
-            while True:
-                h = self.rfile.readline(65537)
-                if h in (b'\r\n', b'\n', b''):
-                    break
-                k, _, v = h.decode('latin-1').partition(':')
-                headers[k.strip().lower()] = v.strip()
-            body = self.rfile.read(int(headers.get('content-length', '0') or 0))
-            arrived = time.perf_counter_ns()
+            method, path, headers, body, arrived = req
             keep = headers.get('connection', '').lower() != 'close'
             if method == b'POST' and path in ('/v1/completions', '/v1/chat/completions'):
                 self.stream(json.loads(body or b'{}'), arrived, path.endswith('chat/completions'))
@@ -111,6 +149,7 @@ class Handler(socketserver.StreamRequestHandler):
 
     def stream(self, req, arrived, chat):
         cfg = self.cfg
+        self.truth.arrived(arrived)
         n = int(req.get('max_tokens') or cfg.tokens)
         if not req.get('ignore_eos') and cfg.eos_after:
             n = min(n, cfg.eos_after)
@@ -177,13 +216,19 @@ class Handler(socketserver.StreamRequestHandler):
             return
         if first_ns is not None:
             self.truth.add(first_ns - arrived,
-                           (last_ns - first_ns) / (n - 1) if n > 1 else None, late, n)
+                           (last_ns - first_ns) / (n - 1) if n > 1 else None, late, n, last_ns)
 
 
 class Server(socketserver.ThreadingTCPServer):
     daemon_threads = True
     allow_reuse_address = True
     request_queue_size = 1024
+
+    def server_bind(self):
+        # accepted sockets inherit it: each request's arrival is the kernel's receive time, so
+        # this server's own accept and thread start-up lag is not counted as client error
+        self.socket.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        super().server_bind()
 
 
 def main(argv=None):
