@@ -222,8 +222,11 @@ class _Handle:
         try:
             if self.pidfd is not None and hasattr(signal, "pidfd_send_signal"):
                 signal.pidfd_send_signal(self.pidfd, signum)
-            else:
+            elif self.procfs.alive(self.proc):  # same pid and starttime, right before the kill
                 os.kill(self.proc.pid, signum)
+            else:
+                self.gone = True
+                return False
         except ProcessLookupError:
             self.gone = True
             return False

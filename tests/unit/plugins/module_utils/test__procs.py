@@ -13,6 +13,14 @@ from ansible_collections.llmops.specdec.tests.unit.plugins.module_utils.reclaim_
 PRELUDE = "import ctypes, os, signal, sys, threading, time\n"
 
 
+@pytest.fixture(params=["pidfd", "proc-polling"])
+def waits(request, monkeypatch):
+    """Run escalation with pidfds, and as on kernels or Pythons without them."""
+    if request.param == "proc-polling":
+        monkeypatch.delattr(os, "pidfd_open", raising=False)
+    return request.param
+
+
 @pytest.fixture
 def spawn(tmp_path):
     """Start a Python child running ``code``; it writes a ready file when set up."""
@@ -86,7 +94,7 @@ def test_open_nodes_and_sigterm_mask(spawn, tmp_path):
     assert procfs.maps_library(holder.pid, "libcuda.so") is False
 
 
-def test_escalate_picks_the_signal_each_process_needs(spawn):
+def test_escalate_picks_the_signal_each_process_needs(spawn, waits):
     obeys = spawn("pass")
     ignores = spawn("signal.signal(signal.SIGTERM, signal.SIG_IGN)")
     handles = spawn("signal.signal(signal.SIGTERM, lambda *a: None)")  # caught, then ignored
@@ -115,7 +123,7 @@ int main(void) { pthread_t t; pthread_create(&t, 0, work, 0); pthread_exit(0); }
 """
 
 
-def test_process_whose_main_thread_exited_is_still_alive_and_gets_signalled(tmp_path):
+def test_process_whose_main_thread_exited_is_still_alive_and_gets_signalled(tmp_path, waits):
     """Its leader shows Z while a thread still runs: not gone, so it must still be signalled."""
     src = tmp_path / "leader_exits.c"
     src.write_text(LEADER_EXITS_C)
@@ -134,7 +142,7 @@ def test_process_whose_main_thread_exited_is_still_alive_and_gets_signalled(tmp_
         child.wait(timeout=10)
 
 
-def test_gone_zombie_and_recycled_pids_are_not_signalled(spawn):
+def test_gone_zombie_and_recycled_pids_are_not_signalled(spawn, waits):
     exited = subprocess.Popen([sys.executable, "-c", "pass"])
     wait_for(lambda: _procs.ProcFS().get(exited.pid) is None or _procs.ProcFS().get(exited.pid).dead,
              "child exit")
