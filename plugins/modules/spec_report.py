@@ -26,6 +26,8 @@ options:
     description: Draw C(chart.png). Needs matplotlib; without it the module warns and skips the chart.
     type: bool
     default: true
+extends_documentation_fragment:
+  - llmops.specdec._attributes
 attributes:
   check_mode:
     support: full
@@ -38,7 +40,7 @@ attributes:
 requirements:
   - matplotlib (for the chart only)
 author:
-  - llmops.specdec developers
+  - llmops.specdec developers (@llmops)
 """
 
 EXAMPLES = r"""
@@ -70,21 +72,16 @@ png:
 """
 
 import datetime
+import importlib.util
 import json
 import os
-import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.llmops.specdec.plugins.module_utils import _report
 
-try:
-    import matplotlib  # noqa: F401  (only probed here; _report imports it to draw)
-    HAS_MATPLOTLIB = True
-    MATPLOTLIB_ERR = None
-except ImportError:
-    HAS_MATPLOTLIB = False
-    MATPLOTLIB_ERR = traceback.format_exc()
+# Probed, not imported: only the chart needs matplotlib, and _report imports it when drawing.
+HAS_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
 
 
 def main():
