@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Does CUDA work under the seccomp filters the spec_server unit could set? (docs/hardening.md)
 
