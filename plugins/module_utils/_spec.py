@@ -90,8 +90,10 @@ METHODS = {
     },
     "ngram": {
         "doc": "prompt lookup: draft by matching the last n-gram against the prompt/output so far",
+        # vLLM requires k for ngram; 5 is ours (vLLM's documented example), so that
+        # `-e method=ngram` alone is a complete request. The mock engines are calibrated on it.
         "vllm": {"name": "ngram", "params": {
-            "num_speculative_tokens": REQUIRED, "prompt_lookup_min": ENGINE, "prompt_lookup_max": ENGINE}},
+            "num_speculative_tokens": 5, "prompt_lookup_min": ENGINE, "prompt_lookup_max": ENGINE}},
         "sglang": {"name": "NGRAM", "params": {
             "num_speculative_tokens": 11, "ngram_min_bfs_breadth": 1, "ngram_max_bfs_breadth": 10,
             "ngram_match_type": "BFS", "ngram_max_trie_depth": 18}},

@@ -202,7 +202,7 @@ ERRORS = [
      "vllm/mtp, vllm/draft_model)"),
     ({"method": "none", "num_speculative_tokens": 3}, "vllm", 1,
      "num_speculative_tokens is not a parameter of none on vllm (it applies to: vllm/ngram"),
-    ({"method": "ngram"}, "vllm", 1, "ngram on vllm requires num_speculative_tokens (tokens drafted per step)"),
+    ({"method": "mtp"}, "vllm", 1, "mtp on vllm requires num_speculative_tokens (tokens drafted per step)"),
     ({"method": "eagle", "num_speculative_tokens": 3}, "vllm", 1, "eagle on vllm requires draft_model"),
     ({"method": "eagle3"}, "sglang", 1, "eagle3 on sglang requires draft_model"),
     ({"method": "draft_model"}, "sglang", 1, "draft_model on sglang requires draft_model"),
@@ -276,3 +276,13 @@ def test_docs_cover_every_method_and_parameter():
         assert "| `%s` |" % name in text, name
     for flag in SGLANG_FLAGS.values():
         assert flag in text, flag
+
+
+def test_plain_ngram_is_a_complete_request_on_both_engines():
+    # `switch_spec -e method=ngram` must work as is: vLLM needs k, so the model supplies 5.
+    assert normalize({"method": "ngram"}, "vllm") == {
+        "method": "ngram", "num_speculative_tokens": 5, "prompt_lookup_min": 5, "prompt_lookup_max": 5}
+    assert engine_args({"method": "ngram"}, "vllm") == [
+        "--speculative-config",
+        '{"method":"ngram","num_speculative_tokens":5,"prompt_lookup_max":5,"prompt_lookup_min":5}']
+    assert normalize({"method": "ngram"}, "sglang")["num_speculative_tokens"] == 11
