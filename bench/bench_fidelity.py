@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """How exact and how cheap is spec_bench? Side by side with vllm bench serve and sglang.bench_serving.
 
 Every client runs as its own process against bench/timed_server.py (known TTFT / TPOT / length),
@@ -61,7 +60,7 @@ class TimedServer:
                 '--tokens', str(sc['tokens']), '--eos-after', str(sc.get('eos_after', 0)),
                 '--model', MODEL, '--lifetime', '1200']
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL)
-        for _ in range(200):
+        for _attempt in range(200):
             if os.path.exists(pf):
                 break
             time.sleep(0.05)
@@ -260,7 +259,7 @@ class CpuSampler:
 
 
 def run_client(name, sc, server, n):
-    cmd, read, _ = CLIENTS[name]
+    cmd, read = CLIENTS[name][:2]
     tmp = tempfile.mkdtemp(prefix='fid-%s-' % name)
     argv, env = cmd(sc, server.url, n, tmp)
     server.truth(reset=True)
@@ -269,7 +268,7 @@ def run_client(name, sc, server, n):
     sampler = CpuSampler(proc.pid)
     out = proc.stdout.read()
     sampler.thread.join()
-    _, status, ru = os.wait4(proc.pid, 0)
+    status, ru = os.wait4(proc.pid, 0)[1:]
     wall = (time.perf_counter_ns() - t0) / 1e9
     truth = server.truth()
     if status != 0:
@@ -353,7 +352,7 @@ def variant_run(spec):
 # ------------------------------------------------------------------ main
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    ap = argparse.ArgumentParser(description=__doc__.split('\n', maxsplit=1)[0])
     ap.add_argument('--scenarios', default='c1,c32,hi4,eos')
     ap.add_argument('--clients', default=','.join(CLIENTS))
     ap.add_argument('--quick', action='store_true', help='halve the request counts')

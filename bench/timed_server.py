@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """An OpenAI-compatible streaming server of known timing: the "truth" for bench_fidelity.py.
 
 Every request: the first token exactly --ttft-ms after the request has been read, then one token
@@ -83,7 +82,7 @@ class Handler(socketserver.StreamRequestHandler):
 
     def _recv(self):
         """One recvmsg(); returns (bytes, kernel receive time as perf_counter ns, or None)."""
-        data, anc, _, _ = self.connection.recvmsg(65536, socket.CMSG_SPACE(16))
+        data, anc = self.connection.recvmsg(65536, socket.CMSG_SPACE(16))[:2]
         for level, kind, raw in anc:
             if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(raw) >= 16:
                 sec, nsec = struct.unpack('qq', raw[:16])
@@ -99,12 +98,12 @@ class Handler(socketserver.StreamRequestHandler):
             if not data:
                 return None
             buf += data
-        head, _, rest = buf.partition(b'\r\n\r\n')
+        head, rest = buf.split(b'\r\n\r\n', 1)
         lines = head.split(b'\r\n')
         parts = lines[0].split()
         headers = {}
         for h in lines[1:]:
-            k, _, v = h.decode('latin-1').partition(':')
+            k, v = (h.decode('latin-1').split(':', 1) + [''])[:2]
             headers[k.strip().lower()] = v.strip()
         need = int(headers.get('content-length', '0') or 0)
         while len(rest) < need:
@@ -234,7 +233,7 @@ class Server(socketserver.ThreadingTCPServer):
 def main(argv=None):
     # many streams share one GIL: keep a waiting thread from being held back for 5 ms
     sys.setswitchinterval(0.0002)
-    ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    ap = argparse.ArgumentParser(description=__doc__.split('\n', maxsplit=1)[0])
     ap.add_argument('--host', default='127.0.0.1')
     ap.add_argument('--port', type=int, default=0)
     ap.add_argument('--ttft-ms', type=float, default=50.0)

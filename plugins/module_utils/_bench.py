@@ -207,7 +207,7 @@ def parse_stream(reads, start_ns, result):
     An event's time is the time of the read that delivered its last byte (its blank line).
     Returns whether the stream ended with `data: [DONE]`.
     """
-    buf = b''.join(data for _, data in reads)
+    buf = b''.join(read[1] for read in reads)
     ends = []
     pos = 0
     for t, data in reads:
@@ -504,7 +504,7 @@ def run_level(transport, url, bodies, concurrency, requests, warmup=0):
                 state['next'] = i + 1
             r = run_request(transport, url, bodies[i % len(bodies)], parse=False)
             results[i] = r
-            size = sum(len(d) for _, d in r.reads)
+            size = sum(len(read[1]) for read in r.reads)
             with lock:
                 state['kept'] += size
                 parse_now = state['kept'] > MAX_KEPT_BYTES
@@ -668,9 +668,9 @@ def run_benchmark(cfg, transport=None, log=None):
         raise BenchError('no prompts to send')
     bodies = [request_body(cfg['api'], model, text, cfg['max_tokens'], cfg.get('temperature', 0.0),
                            cfg.get('ignore_eos', True), cfg.get('chunk_usage', True))
-              for _, text in prompts]
+              for text in (p[1] for p in prompts)]
     categories = {}
-    for cat, _ in prompts:
+    for cat in (p[0] for p in prompts):
         categories[cat] = categories.get(cat, 0) + 1
     levels = []
     for conc in cfg['concurrency']:

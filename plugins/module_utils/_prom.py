@@ -174,7 +174,7 @@ def vllm_acceptance(before, after):
         'accepted_tokens': int(accepted),
         'acceptance_rate': (accepted / draft_tokens) if draft_tokens else None,
         'mean_acceptance_length': (1.0 + accepted / drafts) if drafts else None,
-        'per_position': [v / drafts for _, v in positions] if drafts else [],
+        'per_position': [pv[1] / drafts for pv in positions] if drafts else [],
         'counter_reset': bool(resets),
         'caveat': ('counters went down during the run (server restarted): only the part since the '
                    'restart is counted') if resets else None,
@@ -183,5 +183,5 @@ def vllm_acceptance(before, after):
 
 def sglang_gauge(samples):
     """SGLang's `sglang:spec_accept_length` gauge (last batch only) if exported, else None."""
-    vals = [v for name, _, v in samples if name == 'sglang:spec_accept_length' and not math.isnan(v)]
+    vals = [s[2] for s in samples if s[0] == 'sglang:spec_accept_length' and not math.isnan(s[2])]
     return (sum(vals) / len(vals)) if vals else None

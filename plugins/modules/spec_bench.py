@@ -29,7 +29,7 @@ description:
   - The module only reads from the server. It fails when no request succeeded; otherwise failed requests
     are counted by kind in the result.
 author:
-  - llmops.specdec contributors
+  - llmops.specdec developers (@llmops)
 options:
   url:
     description:
@@ -155,7 +155,7 @@ extends_documentation_fragment:
 notes:
   - Runs on the target with the Python standard library and C(ansible.module_utils.urls); a worker thread per
     concurrent stream.
-  - Run it on the host that runs the engine (or close to it): network latency is part of what it measures.
+  - Run it on the host that runs the engine, or close to it, because network latency is part of what it measures.
 seealso:
   - name: bench/README.md
     description: How exact and how cheap the measurement is, beside C(vllm bench serve) and C(sglang.bench_serving).
@@ -461,7 +461,7 @@ def main():
             suite=dict(type='str', choices=list(_suites.SUITE_CHOICES), default='all'),
             prompts=dict(type='list', elements='str'),
             prompts_file=dict(type='path'),
-            max_tokens=dict(type='int', default=256),
+            max_tokens=dict(type='int', default=256, no_log=False),
             ignore_eos=dict(type='bool', default=True),
             temperature=dict(type='float', default=0.0),
             concurrency=dict(type='list', elements='int', default=[1]),

@@ -87,7 +87,7 @@ class SSEServer:
     def _accept(self):
         while not self._stop:
             try:
-                conn, _ = self._sock.accept()
+                conn = self._sock.accept()[0]
             except OSError:
                 return
             threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
@@ -114,7 +114,7 @@ class SSEServer:
                 h = f.readline()
                 if h in (b'\r\n', b'\n', b''):
                     break
-                k, _, v = h.decode('latin-1').partition(':')
+                k, v = (h.decode('latin-1').split(':', 1) + [''])[:2]
                 headers[k.strip().lower()] = v.strip()
             body = f.read(int(headers.get('content-length', 0) or 0))
             path = path.decode()

@@ -279,7 +279,7 @@ def test_closed_loop_runs_warmup_then_measured_requests():
         bodies = [_bench.request_body('completions', 'm', p, 4) for p in ('a', 'b', 'c')]
         results, wall = _bench.run_level(transport(), _bench.endpoint(srv.url, 'completions'),
                                          bodies, concurrency=3, requests=7, warmup=2)
-        prompts = [b['prompt'] for _, _, b in srv.posts]
+        prompts = [post[2]['prompt'] for post in srv.posts]
     assert len(srv.posts) == 9 and len(results) == 7
     assert all(r.ok for r in results)
     assert prompts.count('a') == 3 and prompts.count('b') == 3 and prompts.count('c') == 3
@@ -320,7 +320,7 @@ def test_run_benchmark_discovers_model_and_differences_vllm_counters():
         cfg = dict(url=srv.url + '/v1', api='completions', model=None, prompts=[('x', 'p')],
                    max_tokens=5, concurrency=[2], requests=4, warmup=1, metrics='auto', timeout=5)
         bench = _bench.run_benchmark(cfg)
-        models = {b['model'] for _, _, b in srv.posts}
+        models = {post[2]['model'] for post in srv.posts}
     assert models == {'served-model'} and bench['model'] == 'served-model'
     assert bench['metrics_source'] == 'vllm'
     acc = bench['levels'][0]['acceptance']

@@ -51,7 +51,7 @@ def test_fallback_parser_agrees_with_prometheus_client():
 
 def test_label_escapes_are_decoded():
     samples = _prom.parse_text_small(TEXT)
-    labels = next(lab for name, lab, _ in samples if name == 'vllm:num_requests_running')
+    labels = next(s[1] for s in samples if s[0] == 'vllm:num_requests_running')
     assert labels['model_name'] == 'odd "name"\\x'
 
 
@@ -72,7 +72,7 @@ def test_counters_sum_engines_and_keep_positions():
     assert c[(_prom.DRAFT_TOKENS, None)] == 800
     assert c[(_prom.ACCEPTED, None)] == 500
     assert c[(_prom.PER_POS, '0')] == 180 and c[(_prom.PER_POS, '1')] == 150
-    assert not any(name.startswith('vllm:num_requests') for name, _ in c)
+    assert not any(key[0].startswith('vllm:num_requests') for key in c)
 
 
 def test_acceptance_from_counter_deltas_hand_computed():

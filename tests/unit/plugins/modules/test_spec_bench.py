@@ -177,7 +177,7 @@ def test_suites_have_each_category_and_parse_plain_files():
     assert set(_suites.CATEGORIES) == {'reasoning', 'coding', 'chat', 'summarise', 'repetitive'}
     every = _suites.suite_prompts('all')
     assert len(every) == sum(len(v) for v in _suites.SUITES.values())
-    assert [c for c, _ in every[:5]] == list(_suites.CATEGORIES)
+    assert [p[0] for p in every[:5]] == list(_suites.CATEGORIES)
     assert _suites.parse_prompts_file('# c\none\n\ntwo\\nlines\n') == [('file', 'one'), ('file', 'two\nlines')]
     with pytest.raises(ValueError, match='line 2'):
         _suites.parse_prompts_file('{"prompt": "a"}\n{"nope": 1}\n')
