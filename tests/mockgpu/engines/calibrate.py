@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Measure single-stream decode speed of the mock engines with the shipped profile.
 
     python3 tests/mockgpu/engines/calibrate.py [--max-tokens 200]
@@ -74,7 +73,7 @@ def mock_host(root):
 
 def start(engine, args, env, port):
     if engine == "vllm":
-        argv = [sys.executable, os.path.join(HERE, "bin", "vllm"), "serve", "org/model", "--port", str(port),
+        argv = [os.path.join(HERE, "bin", "vllm"), "serve", "org/model", "--port", str(port),
                 "--host", "127.0.0.1"]
     else:
         argv = [sys.executable, "-m", "sglang.launch_server", "--model-path", "org/model", "--port", str(port)]
@@ -131,8 +130,8 @@ def main():
                 cells = []
                 for kind in ("reasoning", "repetitive"):
                     runs = [stream(port, p, opts.max_tokens) for p in PROMPTS[kind]]
-                    rate = sum(r for r, _ in runs) / len(runs)
-                    tpc = sum(t for _, t in runs) / len(runs)
+                    rate = sum(run[0] for run in runs) / len(runs)
+                    tpc = sum(run[1] for run in runs) / len(runs)
                     cells.append("%8.1f  (%4.2f)" % (rate, tpc))
                 print("%-32s %22s %22s" % (label, cells[0], cells[1]), flush=True)
             finally:

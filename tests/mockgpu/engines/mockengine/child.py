@@ -6,6 +6,7 @@ Roles: `worker` (vLLM Worker_TP<r> / SGLang scheduler_TP<r>: holds GPU memory),
 import json
 import os
 import sys
+import time
 
 if __name__ == "__main__" and __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -114,9 +115,9 @@ def worker(p):
         return _fail(p, log, "RuntimeError: CUDA error: initialization error (%s)" % exc)
     log.info("Loading weights took %.2f seconds" % p["load_seconds"], src="gpu_model_runner.py:1")
     if p.get("fail"):
-        procs.time.sleep(min(p["load_seconds"], 1.0))
+        time.sleep(min(p["load_seconds"], 1.0))
         return _fail(p, log, p["fail"])
-    procs.time.sleep(p["load_seconds"])
+    time.sleep(p["load_seconds"])
     procs.report(p["ready_fd"], ok=True, rank=p["rank"], gpu=gpu, mib=want)
     os.close(p["ready_fd"])
     procs.sleep_forever()

@@ -51,6 +51,7 @@ class Stats:
         self.itl = Histogram(ITL_BUCKETS)
         # SGLang's gauges: accept length and throughput over the latest ~1 s window.
         self._win_start = time.monotonic()
+        self._last_token = 0.0
         self._win_tokens = 0
         self._win_steps = 0
         self._win_spec_tokens = 0
@@ -69,9 +70,12 @@ class Stats:
 
     def record_tokens(self, count):
         """Caller holds the lock."""
+        now = time.monotonic()
+        if now - self._last_token > 1.0:  # idle before: measure from this token, not from the idle start
+            self._win_start, self._win_tokens, self._win_steps, self._win_spec_tokens = now, 0, 0, 0
+        self._last_token = now
         self.generation_tokens += count
         self._win_tokens += count
-        now = time.monotonic()
         if now - self._win_start >= 1.0:
             self.last_gen_throughput = self._win_tokens / (now - self._win_start)
             if self._win_steps:
@@ -98,7 +102,7 @@ class Stats:
         out.append("# TYPE %s counter" % name)
         for labels, value in samples:
             out.append("%s_total%s %s" % (name, _labels(labels), _fmt(value)))
-        for labels, _ in samples:
+        for labels, _value in samples:
             out.append("%s_created%s %s" % (name, _labels(labels), _fmt(self.created)))
 
     def _gauge(self, out, name, help_text, labels, value):

@@ -99,8 +99,7 @@ class Supervisor:
 
     def _messages(self, timeout):
         got = []
-        r, _, _ = select.select([self.rfd], [], [], timeout)
-        if r:
+        if select.select([self.rfd], [], [], timeout)[0]:
             chunk = os.read(self.rfd, 65536)
             self._buf += chunk
             while b"\n" in self._buf:
@@ -136,14 +135,14 @@ class Supervisor:
         return None
 
     def stop(self, timeout=5.0):
-        for _, proc in self.procs:
+        for _payload, proc in self.procs:
             if proc.poll() is None:
                 try:
                     proc.terminate()
                 except OSError:
                     pass
         deadline = time.monotonic() + timeout
-        for _, proc in self.procs:
+        for _payload, proc in self.procs:
             try:
                 proc.wait(max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:

@@ -5,7 +5,7 @@ import sys
 import threading
 import time
 
-from . import SGLANG_VERSION, gpumem, procs, runtime
+from . import gpumem, procs, runtime
 from .log import SglangLog, traceback_text
 from .server import make_server
 from .timing import SpecShape

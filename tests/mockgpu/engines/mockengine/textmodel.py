@@ -55,4 +55,4 @@ def eos_position(text, lo, hi):
 
 
 def words(rng, count):
-    return [" " + VOCAB[rng.randrange(len(VOCAB))] for _ in range(count)]
+    return [" " + VOCAB[rng.randrange(len(VOCAB))] for _i in range(count)]

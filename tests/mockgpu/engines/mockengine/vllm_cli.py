@@ -239,8 +239,7 @@ def _wait_core(rfd, core, timeout, stopper):
     while time.monotonic() < deadline:
         if stopper.event.is_set():
             return "stop"
-        ready, _, _ = select.select([rfd], [], [], 0.2)
-        if ready:
+        if select.select([rfd], [], [], 0.2)[0]:
             chunk = os.read(rfd, 65536)
             if not chunk and core.poll() is not None:
                 return "EngineCore exited with code %s" % core.poll()

@@ -95,7 +95,7 @@ class Engine:
     @classmethod
     def vllm(cls, host, *args, env=None, model="org/model-7b"):
         port = free_port()
-        argv = [sys.executable, VLLM, "serve", model, "--host", "127.0.0.1", "--port", str(port)] + list(args)
+        argv = [VLLM, "serve", model, "--host", "127.0.0.1", "--port", str(port)] + list(args)
         return cls(host, argv, env, port)
 
     @classmethod
@@ -209,7 +209,7 @@ def parse_prom(text):
         if not line or line.startswith("#"):
             continue
         head, value = line.rsplit(" ", 1)
-        name, _, labels = head.partition("{")
+        name, _brace, labels = head.partition("{")
         pairs = frozenset(tuple(p.split("=", 1)) for p in labels.rstrip("}").replace('"', "").split(",") if p)
         out[(name, pairs)] = float(value)
     return out
@@ -268,7 +268,7 @@ def wait_until(predicate, timeout=10.0, step=0.05):
 def chunk_tokens(events):
     """Token counts per SSE content chunk (the fake tokenizer: one token per word)."""
     out = []
-    for _, ev in events:
+    for _arrival, ev in events:
         if ev == "[DONE]" or not ev["choices"]:
             continue
         choice = ev["choices"][0]

@@ -21,7 +21,7 @@ NGRAM = ("--speculative-config", '{"method": "ngram", "num_speculative_tokens": 
 
 def test_fail_start_exits_1_with_an_engine_error_and_frees_memory(host, engines):
     host.set_faults({"ngram": {"fail_start": True}})
-    e = engines.vllm(host, "-tp", "2", *NGRAM)
+    e = engines.vllm(host, *NGRAM)
     assert e.proc.wait(15) == 1
     log = e.log()
     assert "RuntimeError: CUDA error: an illegal memory access was encountered" in log
@@ -54,7 +54,7 @@ def test_never_ready_vllm_never_listens_and_sglang_stays_503(host, engines):
 
 def test_ignore_sigterm_needs_sigkill(host, engines):
     host.set_faults({"none": {"ignore_sigterm": True}})
-    e = engines.vllm(host, "-tp", "2")
+    e = engines.vllm(host)
     e.wait_ready()
     [core] = children(e.proc.pid)
     workers = children(core)
@@ -101,7 +101,7 @@ def test_drop_stream_after_cuts_the_connection_without_done(host, engines):
     events, complete = e.stream("/v1/completions", {"prompt": REASONING, "max_tokens": 50, "ignore_eos": True,
                                                     "stream_options": {"include_usage": True}})
     assert not complete
-    assert "[DONE]" not in [ev for _, ev in events]
+    assert "[DONE]" not in [ev for _arrival, ev in events]
     assert 5 <= sum(chunk_tokens(events)) < 50
     assert e.status() == 200  # the server itself stays up
 
@@ -110,7 +110,7 @@ def test_http_5xx_fails_completions_but_not_health(host, engines):
     host.set_faults({"*": {"http_5xx": 1.0}})
     e = engines.sglang(host)
     e.wait_ready()
-    codes = {e.post("/v1/completions", {"prompt": "hi", "max_tokens": 3})[0] for _ in range(8)}
+    codes = {e.post("/v1/completions", {"prompt": "hi", "max_tokens": 3})[0] for _i in range(8)}
     assert codes <= {500, 503} and codes
     assert e.status("/health") == 200
 
@@ -120,7 +120,8 @@ def test_fault_profile_and_load_seconds_override_per_method(tmp_path, engines):
     host.set_faults({"ngram": {"load_seconds": 0.2, "profile": {"accept_fresh": 0.0, "accept_repetitive": 0.0}}})
     e = engines.vllm(host, *NGRAM)
     e.wait_ready(timeout=10)  # far sooner than the profile's 30 s
-    events, _ = e.stream("/v1/completions", {"prompt": REPETITIVE, "max_tokens": 30, "ignore_eos": True})
+    events, complete = e.stream("/v1/completions", {"prompt": REPETITIVE, "max_tokens": 30, "ignore_eos": True})
+    assert complete
     assert set(chunk_tokens(events)) == {1}  # nothing accepted: one token per step
     prom = e.metrics()
     assert metric(prom, "vllm:spec_decode_num_drafts_total") == 29

@@ -13,13 +13,13 @@ from mockengine.sglang_cli import ArgsError, build_parser, check_speculative
 
 
 def run_vllm(host, *args):
-    return subprocess.run([sys.executable, VLLM, "serve", "org/m", "--port", "1"] + list(args),
-                          env=host.env(), capture_output=True, text=True, timeout=20)
+    return subprocess.run([VLLM, "serve", "org/m", "--port", "1"] + list(args),
+                          env=host.env(), capture_output=True, text=True, timeout=20, check=False)
 
 
 def run_sglang(host, *args):
     return subprocess.run([sys.executable, "-m", "sglang.launch_server", "--port", "1"] + list(args),
-                          env=host.env(), capture_output=True, text=True, timeout=20)
+                          env=host.env(), capture_output=True, text=True, timeout=20, check=False)
 
 
 def dotted(cfg):

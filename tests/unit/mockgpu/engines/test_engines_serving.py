@@ -17,7 +17,7 @@ GPU_HOLD = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.
 
 @pytest.fixture(scope="module")
 def host(tmp_path_factory):
-    return MockGpuHost(tmp_path_factory.mktemp("serving"), load_seconds=1.2, profile={"eos_tokens": [20, 60]})
+    return MockGpuHost(tmp_path_factory.mktemp("serving"), load_seconds=0.8, profile={"eos_tokens": [20, 60]})
 
 
 @pytest.fixture(scope="module")
@@ -106,9 +106,11 @@ def test_unknown_model_and_too_long_requests_are_refused(vllm_ngram):
 
 def test_speculative_counters_match_the_emitted_tokens(vllm_ngram):
     before = vllm_ngram.metrics()
-    events, _ = vllm_ngram.stream("/v1/completions", {"model": "mock-a", "prompt": REPETITIVE, "max_tokens": 120,
-                                                      "ignore_eos": True, "stream_options": {"include_usage": True}})
+    events, complete = vllm_ngram.stream("/v1/completions", {
+        "model": "mock-a", "prompt": REPETITIVE, "max_tokens": 120, "ignore_eos": True,
+        "stream_options": {"include_usage": True}})
     after = vllm_ngram.metrics()
+    assert complete
     d = {name: metric(after, name) - metric(before, name) for name in (
         "vllm:spec_decode_num_drafts_total", "vllm:spec_decode_num_draft_tokens_total",
         "vllm:spec_decode_num_accepted_tokens_total", "vllm:generation_tokens_total")}
@@ -130,8 +132,9 @@ def test_speculative_counters_match_the_emitted_tokens(vllm_ngram):
 
 def test_ngram_emits_more_tokens_per_step_on_a_repetitive_prompt(vllm_ngram):
     def tokens_per_chunk(prompt):
-        events, _ = vllm_ngram.stream("/v1/completions", {"model": "mock-a", "prompt": prompt, "max_tokens": 80,
-                                                          "ignore_eos": True})
+        events, complete = vllm_ngram.stream("/v1/completions", {
+            "model": "mock-a", "prompt": prompt, "max_tokens": 80, "ignore_eos": True})
+        assert complete
         chunks = chunk_tokens(events)[1:]
         return sum(chunks) / len(chunks)
 
@@ -143,7 +146,8 @@ def test_ngram_emits_more_tokens_per_step_on_a_repetitive_prompt(vllm_ngram):
 def test_baseline_token_pacing_follows_the_step_time(host, engines):
     e = engines.vllm(host, env=host.env(CUDA_VISIBLE_DEVICES="4"))
     e.wait_ready()
-    events, _ = e.stream("/v1/completions", {"prompt": REASONING, "max_tokens": 60, "ignore_eos": True})
+    events, complete = e.stream("/v1/completions", {"prompt": REASONING, "max_tokens": 60, "ignore_eos": True})
+    assert complete
     times = [t for t, ev in events if ev != "[DONE]"]
     assert len(times) == 60  # without speculation: one token per chunk
     tpot = (times[-1] - times[0]) / (len(times) - 1)
@@ -197,9 +201,10 @@ def test_sglang_schedulers_hold_their_fraction_and_server_info(host, sglang_eagl
     held = {h["pid"]: h for h in host.holders()}
     assert {held[p]["mib"] for p in workers} == {int(0.88 * TOTAL_MIB)}
 
-    events, _ = sglang_eagle.stream("/v1/chat/completions", {
+    events, complete = sglang_eagle.stream("/v1/chat/completions", {
         "messages": [{"role": "user", "content": REPETITIVE}], "max_tokens": 60, "ignore_eos": True,
         "stream_options": {"include_usage": True}})
+    assert complete
     code, info = sglang_eagle.get_json("/get_server_info")
     assert code == 200 and info["speculative_algorithm"] == "EAGLE3"
     state = info["internal_states"][0]

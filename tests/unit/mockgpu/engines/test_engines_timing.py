@@ -27,7 +27,7 @@ def test_prompt_repetitiveness_is_measured_from_the_text():
 
 def test_same_prompt_same_steps():
     d1, d2 = decoder("ngram", 5, REPETITIVE), decoder("ngram", 5, REPETITIVE)
-    assert [d1.step(1) for _ in range(50)] == [d2.step(1) for _ in range(50)]
+    assert [d1.step(1) for _i in range(50)] == [d2.step(1) for _i in range(50)]
 
 
 def test_step_time_grows_with_the_batch():
@@ -51,8 +51,8 @@ def test_acceptance_depends_on_method_and_text():
 
 def test_fault_profile_overrides_win():
     d = decoder("ngram", 5, REPETITIVE, override={"accept_fresh": 0, "accept_repetitive": 0, "step_ms": 20})
-    steps = [d.step(1) for _ in range(20)]
-    assert all(acc == 0 for _, acc in steps)
+    steps = [d.step(1) for _i in range(20)]
+    assert all(acc == 0 for _seconds, acc in steps)
     assert steps[0][0] == pytest.approx((20 + 1.0 + 2.4 * 5) / 1000)
     sg = timing.resolve(PROFILE, "sglang", "ngram")
     assert sg["verify_ms_per_token"] == 1.0 and timing.resolve(PROFILE, "vllm", "ngram")["verify_ms_per_token"] == 2.4
