@@ -51,6 +51,7 @@ def make_server(state, host, port):
     server = ThreadingHTTPServer((host, port), handler, bind_and_activate=False)
     server.daemon_threads = True
     server.allow_reuse_address = True
+    server.request_queue_size = 1024  # listen() backlog: a benchmark opens many connections at once
     server.server_bind()
     return server
 
@@ -383,7 +384,7 @@ class _Generation:
                 pending.extend(textmodel.words(self.rng, emit))
             req.finish(produced, self.finish)
             reason = self.finish
-        except _Dropped:
+        except (_Dropped, OSError):  # the client went away (or the drop fault cut it)
             pass
         finally:
             with stats.lock:
