@@ -218,3 +218,50 @@ except _reclaim.ReclaimError as exc:
     got = json.loads(out.stdout)
     assert "libnvidia-ml.so.1 not found" in got["msg"] and "nothing was stopped" in got["msg"]
     assert got["calls"] == []
+
+
+def _node_holder(tmp_path, dev, nodes, cuda):
+    """A real process holding ``dev/nvidia<N>`` nodes, optionally mapping a file named libcuda.so.1."""
+    lib = tmp_path / "libcuda.so.1"
+    lib.write_bytes(b"\0" * 4096)
+    ready = tmp_path / ("ready-%s-%s" % ("-".join(map(str, nodes)), cuda))
+    code = ("import mmap, os, time\n"
+            "fds = [os.open(os.path.join(%r, 'nvidia%%d' %% n), os.O_RDONLY) for n in %r]\n"
+            "m = mmap.mmap(os.open(%r, os.O_RDONLY), 4096, prot=mmap.PROT_READ) if %r else None\n"
+            "open(%r, 'w').close()\n"
+            "time.sleep(60)\n") % (dev, nodes, str(lib), cuda, str(ready))
+    proc = subprocess.Popen([sys.executable, "-c", code])
+    from ansible_collections.llmops.specdec.tests.unit.plugins.module_utils.reclaim_host import wait_for
+    wait_for(ready.exists, "node holder ready")
+    return proc
+
+
+def test_nvml_pids_outside_our_pid_namespace_fall_back_to_cuda_node_holders(host, tmp_path):
+    """NVML names a pid /proc cannot show: only CUDA users of that GPU's node, on no other GPU, qualify."""
+    cuda_user = _node_holder(tmp_path, host.dev, [0], cuda=True)
+    monitor = _node_holder(tmp_path, host.dev, [0, 1, 2], cuda=False)   # NVML-only: no libcuda
+    spanning = _node_holder(tmp_path, host.dev, [0, 2], cuda=True)      # also GPU 2, unselected
+    try:
+        from ansible_collections.llmops.specdec.plugins.module_utils import _nvml, _procs
+        session = _nvml.Nvml()
+        try:
+            gpus = session.devices()
+        finally:
+            session.close()
+        procfs = _procs.ProcFS()
+        procs = procfs.table()
+        hidden = 4194000  # above pid_max's default range: never a visible pid
+        state = {0: {"used": 9000, "struct": "v2", "procs": {hidden: 9000}},
+                 1: {"used": 0, "struct": "v2", "procs": {}}, 2: {"used": 0, "struct": "v2", "procs": {}}}
+        plan = _reclaim.Planner(procfs, host.dev, gpus[:2], gpus, "gpu", [], set(),
+                                _procs.ancestors(procs, os.getpid()))
+        targets, spared = plan.plan(state, procs)
+        assert [p.pid for p, _e in targets] == [cuda_user.pid]
+        assert targets[0][1]["source"] == "device node (NVML pid not in /proc)"
+        assert by_pid(spared)[hidden]["reason"].startswith("NVML pid not visible")
+        unit_plan = _reclaim.Planner(procfs, host.dev, gpus[:2], gpus, "unit", [], set(), set())
+        assert unit_plan.plan(state, procs)[0] == []  # scope=unit never guesses
+    finally:
+        for proc in (cuda_user, monitor, spanning):
+            proc.kill()
+            proc.wait(timeout=10)
