@@ -113,6 +113,7 @@ def test_http_5xx_fails_completions_but_not_health(host, engines):
     codes = {e.post("/v1/completions", {"prompt": "hi", "max_tokens": 3})[0] for _i in range(8)}
     assert codes <= {500, 503} and codes
     assert e.status("/health") == 200
+    assert e.status("/metrics") == 404  # SGLang serves metrics only with --enable-metrics
 
 
 def test_fault_profile_and_load_seconds_override_per_method(tmp_path, engines):

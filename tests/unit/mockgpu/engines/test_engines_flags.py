@@ -180,3 +180,23 @@ def test_faults_are_keyed_by_normalised_method_case_insensitively(host, monkeypa
     assert settings.load_faults("eagle3") == {"http_5xx": 0.1, "load_seconds": 1}
     assert settings.load_faults("ngram") == {"http_5xx": 0.1, "load_seconds": 3}
     assert settings.load_faults("none")["fail_start"] is True
+
+
+def test_production_command_lines_parse():
+    v = vllm_cli.parse(["serve", "org/m", "--host", "0.0.0.0", "--port", "8001", "--served-model-name", "a", "b",
+                        "-tp", "2", "--gpu-memory-utilization", "0.85", "--max-model-len", "32768",
+                        "--max-num-seqs", "64", "--no-enable-prefix-caching", "--trust-remote-code",
+                        "--speculative-config", '{"method": "mtp", "num_speculative_tokens": 1}'])
+    assert (v.port, v.served_model_name, v.tensor_parallel_size, v.gpu_memory_utilization, v.max_model_len,
+            v.max_num_seqs, v.enable_prefix_caching, v.trust_remote_code) == (8001, ["a", "b"], 2, 0.85, 32768, 64,
+                                                                               False, True)
+    assert vllm_cli.parse(["serve", "org/m", "--enable-prefix-caching"]).enable_prefix_caching is True
+    assert vllm_cli.parse(["serve", "org/m", "--tensor-parallel-size", "4"]).port == 8000
+    s = build_parser().parse_args(["--model", "org/m", "--tp", "2", "--mem-fraction-static", "0.8",
+                                   "--context-length", "8192", "--served-model-name", "q", "--enable-metrics",
+                                   "--speculative-algorithm", "NGRAM", "--speculative-ngram-max-trie-depth", "12",
+                                   "--speculative-ngram-max-bfs-breadth", "4", "--speculative-num-draft-tokens", "8"])
+    assert (s.model_path, s.tp_size, s.mem_fraction_static, s.context_length, s.served_model_name,
+            s.enable_metrics, s.speculative_ngram_branch_length, s.host, s.port) == (
+        "org/m", 2, 0.8, 8192, "q", True, 12, "127.0.0.1", 30000)
+    assert check_speculative(s, lambda m: None).depth == 7
