@@ -4,6 +4,8 @@ import time
 
 TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0,
                 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
+E2E_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0,
+               240.0, 480.0, 960.0, 1920.0, 7680.0)
 ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5,
                5.0, 7.5, 10.0, 20.0, 40.0, 80.0)
 
@@ -48,7 +50,9 @@ class Stats:
         self.accepted = 0
         self.accepted_per_pos = [0] * spec_depth
         self.ttft = Histogram(TTFT_BUCKETS)
-        self.itl = Histogram(ITL_BUCKETS)
+        self.itl = Histogram(ITL_BUCKETS)  # per streamed chunk, as vLLM's ITL under speculation
+        self.tpot = Histogram(ITL_BUCKETS)  # per request: decode time / (tokens - 1)
+        self.e2e = Histogram(E2E_BUCKETS)
         # SGLang's gauges: accept length and throughput over the latest ~1 s window.
         self._win_start = time.monotonic()
         self._last_token = 0.0
@@ -140,6 +144,10 @@ class Stats:
                               [(base + [("position", str(i))], v) for i, v in enumerate(self.accepted_per_pos)])
             self._histogram(out, "vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", base, self.ttft)
             self._histogram(out, "vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", base, self.itl)
+            self._histogram(out, "vllm:request_time_per_output_token_seconds",
+                            "Histogram of time_per_output_token_seconds per request.", base, self.tpot)
+            self._histogram(out, "vllm:e2e_request_latency_seconds",
+                            "Histogram of e2e request latency in seconds.", base, self.e2e)
         return "\n".join(out) + "\n"
 
     def sglang_text(self, model_name, spec_enabled):
@@ -156,4 +164,6 @@ class Stats:
             self._counter(out, "sglang:generation_tokens", "Number of generation tokens processed.", [(base, self.generation_tokens)])
             self._histogram(out, "sglang:time_to_first_token_seconds", "Histogram of time to first token in seconds.", base, self.ttft)
             self._histogram(out, "sglang:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", base, self.itl)
+            self._histogram(out, "sglang:e2e_request_latency_seconds", "Histogram of E2E request latency in seconds.",
+                            base, self.e2e)
         return "\n".join(out) + "\n"

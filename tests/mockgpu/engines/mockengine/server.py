@@ -359,7 +359,7 @@ class _Generation:
                 stats.record_tokens(1)
             produced = 1
             pending = textmodel.words(self.rng, 1)
-            last = time.monotonic()
+            first = last = time.monotonic()
             while True:
                 done = produced >= self.limit
                 if pending and (done or len(pending) >= st.stream_interval):
@@ -384,6 +384,10 @@ class _Generation:
                 pending.extend(textmodel.words(self.rng, emit))
             req.finish(produced, self.finish)
             reason = self.finish
+            with stats.lock:
+                stats.e2e.observe(time.monotonic() - arrival)
+                if produced > 1:
+                    stats.tpot.observe((last - first) / (produced - 1))
         except (_Dropped, OSError):  # the client went away (or the drop fault cut it)
             pass
         finally:

@@ -156,6 +156,8 @@ def test_baseline_token_pacing_follows_the_step_time(host, engines):
     assert metric(prom, "vllm:spec_decode_num_drafts_total") == 0
     assert not any(k[0].startswith("vllm:spec_decode") for k in prom)  # no spec metrics without speculation
     assert metric(prom, "vllm:time_to_first_token_seconds_count") == 1
+    # the per-request TPOT histogram agrees with what the client saw
+    assert metric(prom, "vllm:request_time_per_output_token_seconds_sum") == pytest.approx(tpot, rel=0.1)
 
 
 def test_vllm_process_tree_holds_memory_and_ends_on_sigterm(host, engines):
