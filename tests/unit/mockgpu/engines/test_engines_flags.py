@@ -187,9 +187,9 @@ def test_production_command_lines_parse():
                         "-tp", "2", "--gpu-memory-utilization", "0.85", "--max-model-len", "32768",
                         "--max-num-seqs", "64", "--no-enable-prefix-caching", "--trust-remote-code",
                         "--speculative-config", '{"method": "mtp", "num_speculative_tokens": 1}'])
-    assert (v.port, v.served_model_name, v.tensor_parallel_size, v.gpu_memory_utilization, v.max_model_len,
-            v.max_num_seqs, v.enable_prefix_caching, v.trust_remote_code) == (8001, ["a", "b"], 2, 0.85, 32768, 64,
-                                                                               False, True)
+    got = (v.port, v.served_model_name, v.tensor_parallel_size, v.gpu_memory_utilization, v.max_model_len,
+           v.max_num_seqs, v.enable_prefix_caching, v.trust_remote_code)
+    assert got == (8001, ["a", "b"], 2, 0.85, 32768, 64, False, True)
     assert vllm_cli.parse(["serve", "org/m", "--enable-prefix-caching"]).enable_prefix_caching is True
     assert vllm_cli.parse(["serve", "org/m", "--tensor-parallel-size", "4"]).port == 8000
     s = build_parser().parse_args(["--model", "org/m", "--tp", "2", "--mem-fraction-static", "0.8",
