@@ -10,8 +10,9 @@ one after the other, and is judged on:
   clocks CLOCK_MONOTONIC) and the CPU spent by then.
 
 Clients: `ours` (the spec_bench module itself, run as Ansible runs it: a process with an args
-file), `ours-http.client` and `ours-open_url` (the same measurement core over other transports, to
-justify the transport choice), `vllm` (`vllm bench serve`, .build/venv-vllm) and `sglang`
+file; streaming over http.client), `ours-ansible_urls` and `ours-open_url` (the same measurement core
+over ansible.module_utils.urls: a Request with one shared SSL context, and open_url() per request;
+they justify the transport choice), `vllm` (`vllm bench serve`, .build/venv-vllm) and `sglang`
 (`python -m sglang.bench_serving`, .build/venv-sglang; --backend vllm and sglang-oai).
 
     .venv/bin/python bench/bench_fidelity.py                    # all scenarios, all clients found
@@ -217,7 +218,7 @@ def read_sglang(tmp):
 
 CLIENTS = {
     'ours': (cmd_ours, read_ours, None),
-    'ours-http.client': (cmd_variant('http.client'), read_ours, None),
+    'ours-ansible_urls': (cmd_variant('ansible_urls'), read_ours, None),
     'ours-open_url': (cmd_variant('open_url'), read_ours, None),
     'vllm': (cmd_vllm, read_vllm, VENV_VLLM),
     'sglang-vllm': (cmd_sglang('vllm'), read_sglang, VENV_SGLANG),
@@ -309,25 +310,8 @@ def judge(sc, name, r):
 def variant_run(spec):
     """Run the measurement core with another transport (child process of the bench)."""
     sys.path.insert(0, COLLECTIONS)
-    import http.client
-    from urllib.parse import urlsplit
     from ansible.module_utils.urls import open_url
     from ansible_collections.llmops.specdec.plugins.module_utils import _bench
-
-    class HttpClientTransport:
-        """http.client directly: connect, then stamp right before the request goes out."""
-        name = 'http.client'
-
-        def post_stream(self, url, body):
-            u = urlsplit(url)
-            conn = http.client.HTTPConnection(u.hostname, u.port, timeout=60)
-            conn.connect()
-            start = time.perf_counter_ns()
-            conn.request('POST', u.path, body, {'Content-Type': 'application/json'})
-            resp = conn.getresponse()
-            if resp.status >= 400:
-                raise RuntimeError('HTTP %s' % resp.status)
-            return start, resp
 
     class OpenUrlTransport:
         """ansible's open_url() per request, as the convention reads (a new SSL context per call)."""
@@ -337,9 +321,12 @@ def variant_run(spec):
             stamped = _bench.StampedBody(body)
             resp = open_url(url, data=stamped, method='POST', timeout=60, use_proxy=False, decompress=False,
                             headers={'Content-Type': 'application/json', 'Content-Length': str(len(body))})
-            return stamped.sent_ns, resp
+            return stamped.sent_ns, resp, resp.close
 
-    tr = HttpClientTransport() if spec['transport'] == 'http.client' else OpenUrlTransport()
+    if spec['transport'] == 'ansible_urls':
+        tr = _bench.AnsibleTransport(60)
+    else:
+        tr = OpenUrlTransport()
     url = _bench.endpoint(spec['url'], 'completions')
     body = _bench.request_body('completions', MODEL, 'Tell me a long story about a lighthouse keeper.',
                                spec['tokens'], ignore_eos=spec['ignore_eos'])

@@ -17,13 +17,22 @@ from ansible_collections.llmops.specdec.tests.unit.plugins.module_utils.sse_serv
 )
 
 
-def transport(timeout=5.0, headers=None):
-    return _bench.AnsibleTransport(timeout, headers=headers)
+TRANSPORTS = {'direct': _bench.DirectTransport, 'ansible_urls': _bench.AnsibleTransport}
 
 
-def one(srv, api='completions', timeout=5.0, chunk_usage=True, body=None):
+@pytest.fixture(params=sorted(TRANSPORTS))
+def kind(request):
+    """Every real-HTTP case runs over both transports: http.client and ansible's urls."""
+    return request.param
+
+
+def transport(timeout=5.0, headers=None, kind='direct'):
+    return TRANSPORTS[kind](timeout, headers=headers)
+
+
+def one(srv, kind, api='completions', timeout=5.0, chunk_usage=True, body=None):
     body = body or _bench.request_body(api, 'm', 'hello', 8, chunk_usage=chunk_usage)
-    return _bench.run_request(transport(timeout), _bench.endpoint(srv.url, api), body)
+    return _bench.run_request(transport(timeout, kind=kind), _bench.endpoint(srv.url, api), body)
 
 
 # ---------------------------------------------------------------- request bodies and URLs
@@ -86,9 +95,9 @@ def test_error_event_in_stream_is_a_server_error():
 
 # ---------------------------------------------------------------- real HTTP streams
 
-def test_stream_with_usage_counts_server_tokens():
+def test_stream_with_usage_counts_server_tokens(kind):
     with SSEServer([simple_plan(6, continuous=True)]) as srv:
-        res = one(srv)
+        res = one(srv, kind)
         path, headers, body = srv.posts[0]
     assert res.ok, res.detail
     assert path == '/v1/completions' and body['stream'] is True
@@ -98,22 +107,22 @@ def test_stream_with_usage_counts_server_tokens():
     assert 0 <= res.ttft_ns <= res.last_token_ns <= res.end_ns
 
 
-def test_event_split_across_http_chunks_and_reads():
+def test_event_split_across_http_chunks_and_reads(kind):
     ev = completion_event(' split', 1)
     plan = [('head',), ('chunk', ev[:17]), ('sleep', 0.15), ('chunk', ev[17:]),
             ('chunk', usage_event(1)), ('chunk', DONE), ('end',)]
     with SSEServer([plan]) as srv:
-        res = one(srv)
+        res = one(srv, kind)
     assert res.ok, res.detail
     assert res.chunks == 1 and res.output_tokens == 1
     # the event is complete only with its second half, sent at least 0.15 s after the head
     assert res.ttft_ns >= 150_000_000
 
 
-def test_multi_token_chunks_give_per_token_latency():
+def test_multi_token_chunks_give_per_token_latency(kind):
     # 1 token, then 3 chunks of 4 tokens: a speculative engine streaming whole verify steps
     with SSEServer([simple_plan(13, per_chunk=4, continuous=True, gap=0.05)]) as srv:
-        res = one(srv)
+        res = one(srv, kind)
     assert res.ok, res.detail
     assert res.chunk_tokens == [1, 4, 4, 4]
     lat = _bench.token_latencies_ms(res)
@@ -124,9 +133,9 @@ def test_multi_token_chunks_give_per_token_latency():
     assert res.output_tokens == 13
 
 
-def test_usage_less_server_counts_chunks_and_says_so():
+def test_usage_less_server_counts_chunks_and_says_so(kind):
     with SSEServer([simple_plan(5, usage=False)]) as srv:
-        res = one(srv, chunk_usage=False)
+        res = one(srv, kind, chunk_usage=False)
     assert res.ok, res.detail
     assert res.output_tokens == 5 and res.tokens_source == 'chunks'
     assert res.chunk_tokens is None
@@ -135,12 +144,12 @@ def test_usage_less_server_counts_chunks_and_says_so():
     assert level['token_latency_source'] == 'mean_per_chunk'
 
 
-def test_final_usage_only_keeps_usage_count_over_chunk_count():
+def test_final_usage_only_keeps_usage_count_over_chunk_count(kind):
     # 2 events of 3 tokens each after the first, but only the final usage says so
     plan = [('head',), ('chunk', completion_event(' a')), ('chunk', completion_event(' b c d')),
             ('chunk', completion_event(' e f g')), ('chunk', usage_event(7)), ('chunk', DONE), ('end',)]
     with SSEServer([plan]) as srv:
-        res = one(srv, chunk_usage=False)
+        res = one(srv, kind, chunk_usage=False)
     assert res.ok and res.output_tokens == 7 and res.chunks == 3
     assert res.chunk_tokens is None
     lat = _bench.token_latencies_ms(res)
@@ -149,67 +158,67 @@ def test_final_usage_only_keeps_usage_count_over_chunk_count():
     assert lat == pytest.approx([g / 3 for g in gaps])
 
 
-def test_http_5xx_is_counted_not_raised():
+def test_http_5xx_is_counted_not_raised(kind):
     with SSEServer([[('status', 503, {'error': 'overloaded'})]]) as srv:
-        res = one(srv)
+        res = one(srv, kind)
     assert not res.ok and res.error == 'http_5xx'
     assert 'HTTP 503' in res.detail and 'overloaded' in res.detail
 
 
-def test_http_4xx_is_its_own_kind():
+def test_http_4xx_is_its_own_kind(kind):
     with SSEServer([[('status', 404, {'detail': 'model not found'})]]) as srv:
-        res = one(srv)
+        res = one(srv, kind)
     assert res.error == 'http_4xx' and 'model not found' in res.detail
 
 
-def test_cut_stream_is_counted_as_stream_cut():
+def test_cut_stream_is_counted_as_stream_cut(kind):
     plan = [('head',), ('chunk', completion_event(' a', 1)), ('chunk', completion_event(' b', 2)), ('close',)]
     with SSEServer([plan]) as srv:
-        res = one(srv)
+        res = one(srv, kind)
     assert not res.ok and res.error == 'stream_cut'
 
 
-def test_clean_close_without_done_is_a_cut():
+def test_clean_close_without_done_is_a_cut(kind):
     plan = [('head',), ('chunk', completion_event(' a', 1)), ('end',)]
     with SSEServer([plan]) as srv:
-        res = one(srv)
+        res = one(srv, kind)
     assert res.error == 'stream_cut' and '[DONE]' in res.detail
 
 
-def test_slow_first_token_within_timeout_is_measured():
+def test_slow_first_token_within_timeout_is_measured(kind):
     with SSEServer([simple_plan(3, first_delay=0.3)]) as srv:
-        res = one(srv, timeout=5)
+        res = one(srv, kind, timeout=5)
     assert res.ok
     assert res.ttft_ns >= 300_000_000
 
 
-def test_first_token_later_than_timeout_is_a_timeout():
+def test_first_token_later_than_timeout_is_a_timeout(kind):
     with SSEServer([simple_plan(3, first_delay=1.5)]) as srv:
-        res = one(srv, timeout=0.3)
+        res = one(srv, kind, timeout=0.3)
     assert res.error == 'timeout'
 
 
-def test_stall_mid_stream_is_a_timeout():
+def test_stall_mid_stream_is_a_timeout(kind):
     plan = [('head',), ('chunk', completion_event(' a', 1)), ('sleep', 1.5), ('chunk', DONE), ('end',)]
     with SSEServer([plan]) as srv:
-        res = one(srv, timeout=0.3)
+        res = one(srv, kind, timeout=0.3)
     assert res.error == 'timeout'
 
 
-def test_refused_connection_is_connect_error():
-    res = _bench.run_request(transport(), closed_port_url() + '/v1/completions', b'{}')
+def test_refused_connection_is_connect_error(kind):
+    res = _bench.run_request(transport(kind=kind), closed_port_url() + '/v1/completions', b'{}')
     assert res.error == 'connect'
 
 
-def test_empty_stream_has_no_tokens():
+def test_empty_stream_has_no_tokens(kind):
     with SSEServer([[('head',), ('chunk', usage_event(0)), ('chunk', DONE), ('end',)]]) as srv:
-        res = one(srv)
+        res = one(srv, kind)
     assert res.error == 'no_tokens'
 
 
-def test_api_key_is_sent_as_bearer():
+def test_api_key_is_sent_as_bearer(kind):
     with SSEServer([simple_plan(2)]) as srv:
-        res = _bench.run_request(transport(headers={'Authorization': 'Bearer s3cret'}),
+        res = _bench.run_request(transport(kind=kind, headers={'Authorization': 'Bearer s3cret'}),
                                  _bench.endpoint(srv.url, 'chat'),
                                  _bench.request_body('chat', 'm', 'x', 2))
         headers = srv.posts[0][1]
@@ -274,10 +283,10 @@ def test_summarise_without_success_has_null_figures():
 
 # ---------------------------------------------------------------- closed loop and whole runs
 
-def test_closed_loop_runs_warmup_then_measured_requests():
+def test_closed_loop_runs_warmup_then_measured_requests(kind):
     with SSEServer([simple_plan(4, continuous=True)]) as srv:
         bodies = [_bench.request_body('completions', 'm', p, 4) for p in ('a', 'b', 'c')]
-        results, wall = _bench.run_level(transport(), _bench.endpoint(srv.url, 'completions'),
+        results, wall = _bench.run_level(transport(kind=kind), _bench.endpoint(srv.url, 'completions'),
                                          bodies, concurrency=3, requests=7, warmup=2)
         prompts = [post[2]['prompt'] for post in srv.posts]
     assert len(srv.posts) == 9 and len(results) == 7
@@ -286,11 +295,11 @@ def test_closed_loop_runs_warmup_then_measured_requests():
     assert wall >= max(r.end_ns for r in results)
 
 
-def test_closed_loop_counts_faults_among_successes():
+def test_closed_loop_counts_faults_among_successes(kind):
     plans = [simple_plan(3), [('status', 500, 'boom')], simple_plan(3),
              [('head',), ('chunk', completion_event(' a')), ('close',)], simple_plan(3)]
     with SSEServer(plans) as srv:
-        results, wall = _bench.run_level(transport(), _bench.endpoint(srv.url, 'completions'),
+        results, wall = _bench.run_level(transport(kind=kind), _bench.endpoint(srv.url, 'completions'),
                                          [b'{}'], concurrency=1, requests=5)
     level = _bench.summarise(results, 1, wall)
     assert level['ok'] == 3
