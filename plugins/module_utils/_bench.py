@@ -517,6 +517,23 @@ def token_latencies_ms(result):
     return out
 
 
+def request_row(result, level_start_ns):
+    """One request's own figures (the per_request option), times in ms."""
+    ok = result.ok
+    return {
+        'start_ms': ns_to_ms(result.start_ns - level_start_ns),
+        'ok': ok,
+        'error': result.error,
+        'detail': result.detail,
+        'ttft_ms': ns_to_ms(result.ttft_ns) if ok else None,
+        'tpot_ms': tpot_ms(result) if ok else None,
+        'e2e_ms': ns_to_ms(result.last_token_ns) if ok else None,
+        'output_tokens': result.output_tokens if ok else None,
+        'chunks': result.chunks if ok else None,
+        'max_chunk_gap_ms': max(chunk_gaps_ms(result) or [0.0]) if ok else None,
+    }
+
+
 def summarise(results, concurrency, wall_ns):
     """The figures of one concurrency level from its measured (non warm-up) requests."""
     ok = [r for r in results if r.ok]
@@ -760,6 +777,9 @@ def run_benchmark(cfg, transport=None, log=None):
         probe.start()
         results, wall = run_level(transport, url, bodies, conc, cfg['requests'])
         level = summarise(results, conc, wall)
+        if cfg.get('per_request'):
+            t0 = min(r.start_ns for r in results)
+            level['per_request'] = [request_row(r, t0) for r in results]
         level['acceptance'] = probe.finish()
         levels.append(level)
         if log:

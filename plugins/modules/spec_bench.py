@@ -140,6 +140,11 @@ options:
     description:
       - Path on the target to write the RV(bench) result to, as JSON (mode C(0644)). Not written in check mode.
     type: path
+  per_request:
+    description:
+      - Add each measured request's own figures to its level as RV(bench.levels[].per_request).
+    type: bool
+    default: false
 attributes:
   check_mode:
     support: partial
@@ -409,6 +414,52 @@ bench:
               description: SGLang only. The C(sglang:spec_accept_length) gauge (last batch) when C(/metrics) exports it.
               type: float
               sample: 3.1
+        per_request:
+          description: With O(per_request), one entry per measured request in the order sent; otherwise absent.
+          type: list
+          elements: dict
+          returned: when O(per_request=true)
+          contains:
+            start_ms:
+              description: When the request was sent, after the level's first request.
+              type: float
+              sample: 0.0
+            ok:
+              description: Whether the request succeeded.
+              type: bool
+              sample: true
+            error:
+              description: The error kind (as in RV(bench.levels[].error_kinds)), or null.
+              type: str
+              sample: null
+            detail:
+              description: The error message, or null.
+              type: str
+              sample: null
+            ttft_ms:
+              description: Time to first token; null when failed.
+              type: float
+              sample: 50.3
+            tpot_ms:
+              description: Time per output token; null when failed or with one token.
+              type: float
+              sample: 12.0
+            e2e_ms:
+              description: Time to the last token-bearing chunk; null when failed.
+              type: float
+              sample: 3110.4
+            output_tokens:
+              description: Output tokens (from usage); null when failed.
+              type: int
+              sample: 256
+            chunks:
+              description: Token-bearing chunks received; null when failed.
+              type: int
+              sample: 256
+            max_chunk_gap_ms:
+              description: The longest gap between two token-bearing chunks (a stall shows here); null when failed.
+              type: float
+              sample: 14.2
 changed:
   description: Always false; the module only reads from the server.
   returned: always
@@ -479,6 +530,7 @@ def main():
             validate_certs=dict(type='bool', default=True),
             use_proxy=dict(type='bool', default=False),
             output=dict(type='path'),
+            per_request=dict(type='bool', default=False),
         ),
         mutually_exclusive=[('prompts', 'prompts_file')],
         supports_check_mode=True,

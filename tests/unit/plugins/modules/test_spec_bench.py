@@ -73,7 +73,7 @@ def test_every_returned_key_is_documented_and_nothing_more(tmp_path):
     out = tmp_path / 'bench.json'
     with SSEServer([simple_plan(6, per_chunk=2, continuous=True)], SGLANG_GETS) as srv:
         res = run({'url': srv.url, 'suite': 'repetitive', 'max_tokens': 6, 'concurrency': [1, 2],
-                   'requests': 3, 'warmup': 1, 'output': str(out)})
+                   'requests': 3, 'warmup': 1, 'output': str(out), 'per_request': True})
     ret = yaml.safe_load(spec_bench.RETURN)
     assert set(res) - {'invocation', '_no_log_values'} <= set(ret)
     assert res['changed'] is False
@@ -91,6 +91,9 @@ def test_every_returned_key_is_documented_and_nothing_more(tmp_path):
     assert bench['ok'] == 6 and bench['errors'] == 0
     assert bench['categories'] == {'repetitive': len(_suites.SUITES['repetitive'])}
     assert bench['levels'][0]['tokens_per_chunk'] == pytest.approx(6 / 4)
+    rows = bench['levels'][1]['per_request']
+    assert len(rows) == 3 and all(r['ok'] and r['output_tokens'] == 6 and r['chunks'] == 4 for r in rows)
+    assert min(r['start_ms'] for r in rows) == 0.0 and all(r['error'] is None for r in rows)
     assert json.loads(out.read_text()) == bench
     assert oct(out.stat().st_mode & 0o777) == '0o644'
 
@@ -155,6 +158,7 @@ def test_some_failures_are_counted_not_fatal():
                    'warmup': 0, 'metrics': 'none'})
     level = res['bench']['levels'][0]
     assert level['ok'] == 1 and level['errors'] == 2 and level['error_kinds'] == {'http_5xx': 2}
+    assert 'per_request' not in level
 
 
 def test_unreachable_server_fails_without_traceback():
