@@ -23,7 +23,7 @@ description:
     position; a counter that went down means the server restarted and is reported). From SGLang the
     C(avg_spec_accept_length) of C(/get_server_info), which is a running average since the server started:
     the result says so in RV(bench.levels[].acceptance.caveat)."
-  - TTFT runs from the moment the request body is written to the socket to the arrival of the first chunk
+  - TTFT runs from the moment the request is written to the socket (after connecting) to the arrival of the first chunk
     that carries a token; TPOT = (e2e - TTFT) / (output tokens - 1), where e2e ends at the last chunk that
     carries a token. Timestamps are taken right after each socket read; the stream is parsed after the level.
   - The module only reads from the server. It fails when no request succeeded; otherwise failed requests
