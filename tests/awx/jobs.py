@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -32,8 +33,14 @@ class Job:
         self.artifacts = stats[0]["event_data"].get("artifact_data", {})
         self.events = events
 
+    def failures(self):
+        """The runner's failed-task events: task name and message (what AWX shows in red)."""
+        return ["%s: %s" % (e["event_data"].get("task"), e["event_data"].get("res", {}).get("msg"))
+                for e in self.events if e.get("event") in ("runner_on_failed", "runner_on_unreachable")
+                and not e["event_data"].get("ignore_errors")]
+
     def __repr__(self):
-        return "Job(%s, rc=%s)\n%s" % (self.status, self.rc, self.stdout[-6000:])
+        return "Job(%s, rc=%s) failures=%s" % (self.status, self.rc, self.failures())
 
 
 def run_job(template, extra_vars, inventory, private_data_dir, timeout=900):
@@ -94,5 +101,5 @@ class MockFleet:
         key = REPO / ".build" / "ssh" / "id_ed25519"
         return subprocess.run(["ssh", "-i", str(key), "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no",
                                "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
-                               "root@10.77.%d.2" % index] + list(argv),
+                               "root@10.77.%d.2" % index, shlex.join(argv)],
                               check=check, capture_output=True, text=True, timeout=60)
