@@ -40,6 +40,9 @@ BAD_CASES = [
     ("few-gpus", 2, [0], "/var/lib/x", {"method": "none"}),
     ("quote-in-dir", 1, [], "/var/lib/it's", {"method": "none"}),
     ("relative-dir", 1, [], "var/lib/x", {"method": "none"}),
+    ("backslash-in-dir", 1, [], "/var/lib/a\\b", {"method": "none"}),
+    ("dollar-in-dir", 1, [], "/var/lib/$HOME", {"method": "none"}),
+    ("newline-in-dir", 1, [], "/var/lib/a\nb", {"method": "none"}),
     ("missing-draft", 1, [], "/var/lib/x", {"method": "eagle3", "num_speculative_tokens": 3}),
     ("sglang-ngram-window", 1, [], "/var/lib/x", {"method": "ngram", "num_speculative_tokens": 7}),
 ]
@@ -47,6 +50,9 @@ REFUSALS = {
     "few-gpus": "spec_server_tensor_parallel_size=2 needs at least that many GPUs",
     "quote-in-dir": "/var/lib/it's: spec_server_working_dir and spec_server_read_write_paths must be absolute",
     "relative-dir": "var/lib/x: spec_server_working_dir and spec_server_read_write_paths must be absolute",
+    "backslash-in-dir": "/var/lib/a\\b: spec_server_working_dir",
+    "dollar-in-dir": "/var/lib/$HOME: spec_server_working_dir",
+    "newline-in-dir": "spec_server_working_dir and spec_server_read_write_paths must be absolute",
     "missing-draft": "eagle3 on vllm requires draft_model",
     "sglang-ngram-window": "must be <= num_speculative_tokens + 1",
 }
@@ -66,7 +72,7 @@ RENDER_ONE = """\
     spec_server_cuda_visible_devices: "{{ case.gpus }}"
     spec_server_extra_args: "{{ hazards }}"
     spec_server_env: {HF_HOME: "/var/lib/srv %i/hf", NOTE: "a$b \\"c\\""}
-    spec_server_working_dir: /var/lib/srv %i dir
+    spec_server_working_dir: /var/lib/srv-fx07 %i dir
     spec_server_hardening: "{{ case.hardening }}"
 
 - name: Keep the unit and what the role computed
@@ -201,8 +207,8 @@ def test_header_environment_and_paths(rendered, name, engine, spec, tp, gpus):
     if gpus:
         want["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in gpus)
     assert env == want
-    assert _values(text, "WorkingDirectory") == ["/var/lib/srv %%i dir"]  # the rest of the line, % doubled
-    assert _values(text, "ReadWritePaths") == ['"/var/lib/srv %%i dir"']
+    assert _values(text, "WorkingDirectory") == ["/var/lib/srv-fx07 %%i dir"]  # the rest of the line, % doubled
+    assert _values(text, "ReadWritePaths") == ['"/var/lib/srv-fx07 %%i dir"']
     assert _values(text, "Restart") == ["always"]
     assert _values(text, "KillMode") == ["control-group"]
 
