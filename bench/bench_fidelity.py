@@ -133,10 +133,19 @@ def cmd_variant(transport):
 
 
 def cmd_vllm(sc, url, n, tmp):
+    if sc['ignore_eos']:
+        data = ['--dataset-name', 'random', '--random-input-len', '16', '--random-output-len', str(sc['tokens'])]
+    else:
+        # vllm bench forces ignore_eos for the random datasets; a custom one leaves EOS to the server
+        path = os.path.join(tmp, 'prompts.jsonl')
+        with open(path, 'w') as f:
+            for i in range(n):
+                f.write(json.dumps({'prompt': ' '.join('w%d' % ((i + j) % 2000) for j in range(16))}) + '\n')
+        data = ['--dataset-name', 'custom', '--dataset-path', path, '--custom-output-len', str(sc['tokens']),
+                '--skip-chat-template']
     argv = [os.path.join(VENV_VLLM, 'bin', 'vllm'), 'bench', 'serve', '--backend', 'openai',
             '--base-url', url, '--endpoint', '/v1/completions', '--model', MODEL,
-            '--tokenizer', _tokenizer_dir(), '--dataset-name', 'random', '--random-input-len', '16',
-            '--random-output-len', str(sc['tokens']), '--num-prompts', str(n),
+            '--tokenizer', _tokenizer_dir()] + data + ['--num-prompts', str(n),
             '--max-concurrency', str(sc['conc']), '--request-rate', 'inf', '--temperature', '0',
             '--save-result', '--result-dir', tmp, '--result-filename', 'out.json', '--disable-tqdm']
     if sc['ignore_eos']:
@@ -300,6 +309,9 @@ def judge(sc, name, r):
         'cpu_ms_per_1k_tok': r['cpu_ms_per_1k_tok'], 'cpu_total_s': r['cpu_total_s'],
         'startup_s': r['startup_s'], 'startup_cpu_s': r['startup_cpu_s'],
         'load1_during': r['load1'],
+        # against what the server actually did (its own lateness removed): the client's share
+        'ttft_err_vs_server_pct': 100 * (r['ttft_ms'] / srv['ttft_ms_mean'] - 1),
+        'tpot_err_vs_server_pct': 100 * (r['tpot_ms'] / srv['tpot_ms_mean'] - 1),
         'server_ttft_ms': srv['ttft_ms_mean'], 'server_tpot_ms': srv['tpot_ms_mean'],
         'server_late_ms_mean': srv['late_ms_mean'], 'server_late_ms_p99': srv['late_ms_p99'],
     }
@@ -338,6 +350,23 @@ def variant_run(spec):
 
 # ------------------------------------------------------------------ main
 
+def table(path):
+    """The markdown table of a results file (bench/README.md quotes it)."""
+    rows = json.load(open(path))
+    print('| scenario | client | TTFT ms (err; vs server) | TPOT ms (err; vs server) | tok/s (err) | tok/req reported / served '
+          '| CPU ms per 1k tok | start-up s (CPU s) |')
+    print('|---|---|---|---|---|---|---|---|')
+    for r in rows:
+        if 'error' in r:
+            print('| %s | %s | failed: %s |||||| ' % (r['scenario'], r['client'], r['error'].splitlines()[-1][:80]))
+            continue
+        print('| %s | %s | %.2f (%+.1f%%; %+.1f%%) | %.3f (%+.3f%%; %+.3f%%) | %.1f (%+.2f%%) | %.0f / %.0f | %.0f | %.1f (%.1f) |' % (
+            r['scenario'], r['client'], r['ttft_ms'], r['ttft_err_pct'], r['ttft_err_vs_server_pct'],
+            r['tpot_ms'], r['tpot_err_pct'], r['tpot_err_vs_server_pct'], r['tok_s'], r['tok_s_err_pct'],
+            r['tokens_per_req_reported'], r['tokens_per_req_served'], r['cpu_ms_per_1k_tok'],
+            r['startup_s'], r['startup_cpu_s']))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split('\n', maxsplit=1)[0])
     ap.add_argument('--scenarios', default='c1,c32,hi4,eos')
@@ -345,7 +374,10 @@ def main():
     ap.add_argument('--quick', action='store_true', help='halve the request counts')
     ap.add_argument('--out', default=os.path.join(RESULTS, 'fidelity.json'))
     ap.add_argument('--variant-run', help=argparse.SUPPRESS)
+    ap.add_argument('--table', metavar='RESULTS_JSON', help='print the markdown table of a results file')
     a = ap.parse_args()
+    if a.table:
+        return table(a.table)
     if a.variant_run:
         return variant_run(json.loads(a.variant_run))
     os.makedirs(RESULTS, exist_ok=True)
@@ -369,9 +401,10 @@ def main():
                     continue
                 row = dict(judge(sc, cname, r), scenario=sname, setup=sc)
                 rows.append(row)
-                print('%-4s %-16s TTFT %7.2f ms (%+6.2f%%) TPOT %7.3f ms (%+6.3f%%) tok/s %8.1f (%+6.2f%%) '
-                      'tok/req %5.1f/%5.1f  CPU %6.1f ms/1k tok  start %5.2f s (%.2f s CPU)' % (
-                          sname, cname, row['ttft_ms'], row['ttft_err_pct'], row['tpot_ms'], row['tpot_err_pct'],
+                print('%-4s %-17s TTFT %7.2f ms (%+6.2f%%, srv %+6.2f%%) TPOT %7.3f ms (%+6.3f%%, srv %+6.3f%%) '
+                      'tok/s %8.1f (%+6.2f%%) tok/req %5.1f/%5.1f  CPU %6.1f ms/1k tok  start %5.2f s (%.2f s CPU)' % (
+                          sname, cname, row['ttft_ms'], row['ttft_err_pct'], row['ttft_err_vs_server_pct'],
+                          row['tpot_ms'], row['tpot_err_pct'], row['tpot_err_vs_server_pct'],
                           row['tok_s'], row['tok_s_err_pct'], row['tokens_per_req_reported'], row['tokens_per_req_served'],
                           row['cpu_ms_per_1k_tok'] or -1, row['startup_s'] or -1, row['startup_cpu_s']), flush=True)
         finally:

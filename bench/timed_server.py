@@ -193,11 +193,13 @@ class Handler(socketserver.StreamRequestHandler):
             text = ''.join(' ' + WORDS[(sent + i) % len(WORDS)] for i in range(g))
             sent += g
             fin = ('length' if sent >= (req.get('max_tokens') or 0) else 'stop') if sent == n else None
+            data = event(text, sent, fin)
+            # stamped as the write starts: no client can see the token earlier
+            t = time.perf_counter_ns()
             try:
-                chunk(event(text, sent, fin))
+                chunk(data)
             except OSError:
                 return
-            t = time.perf_counter_ns()
             late.append(t - due)
             if first_ns is None:
                 first_ns = t
