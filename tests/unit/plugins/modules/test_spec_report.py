@@ -1,0 +1,88 @@
+"""spec_report main(): files written, history appended per run, check mode, bad records."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from ansible.module_utils import basic
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.llmops.specdec.plugins.modules import spec_report
+
+REC = {
+    "host": "gpu1", "engine": "vllm", "model": "m", "suite": "reasoning", "label": "ngram k=5",
+    "outcome": "rolled_back", "decision": "rollback", "speedup": 0.5,
+    "reason": "c=1 output 41.0 vs 82.0 tok/s = x0.50, needs >= x1.05",
+    "thresholds": {"min_speedup": 1.05},
+    "baseline": {"levels": {"1": {"output_tok_s": 82.0, "tpot_ms": 12.2, "ttft_ms": 50.0, "error_rate": 0}}},
+    "result": {"levels": {"1": {"output_tok_s": 41.0, "tpot_ms": 24.4, "ttft_ms": 51.0, "error_rate": 0}}},
+}
+
+
+class ExitJson(Exception):
+    pass
+
+
+class FailJson(Exception):
+    pass
+
+
+@pytest.fixture(autouse=True)
+def module_exits(monkeypatch):
+    def exit_json(self, **kwargs):
+        raise ExitJson(kwargs)
+
+    def fail_json(self, **kwargs):
+        raise FailJson(kwargs)
+    monkeypatch.setattr(basic.AnsibleModule, 'exit_json', exit_json)
+    monkeypatch.setattr(basic.AnsibleModule, 'fail_json', fail_json)
+
+
+def run(args, expect=ExitJson):
+    with pytest.raises(expect) as exc:
+        with patch_module_args(args):
+            spec_report.main()
+    return exc.value.args[0]
+
+
+def test_writes_json_markdown_history_and_lines(tmp_path):
+    dest = tmp_path / "deep" / "report"
+    kept = dict(REC, host="gpu2", outcome="kept", decision="keep", speedup=1.6, label="ngram k=2")
+    res = run({"records": [REC, kept], "dest": str(dest), "chart": False})
+    assert res["changed"] is True
+    assert res["lines"][0].startswith("gpu1: ROLLED BACK ngram k=5 on reasoning (x0.50)")
+    assert res["lines"][1].startswith("gpu2: KEPT ngram k=2 on reasoning (x1.60)")
+    assert json.loads((dest / "results.json").read_text()) == [REC, kept]
+    assert "| gpu2 |" in (dest / "report.md").read_text()
+    assert res["markdown"] == str(dest / "report.md") and res["png"] is None
+    history = (dest / "history.jsonl").read_text().splitlines()
+    assert [json.loads(line)["host"] for line in history] == ["gpu1", "gpu2"]
+
+
+def test_history_grows_every_run_other_files_only_when_content_changes(tmp_path):
+    run({"records": [REC], "dest": str(tmp_path), "chart": False})
+    before = (tmp_path / "results.json").stat().st_mtime_ns
+    run({"records": [REC], "dest": str(tmp_path), "chart": False})
+    assert (tmp_path / "results.json").stat().st_mtime_ns == before
+    assert len((tmp_path / "history.jsonl").read_text().splitlines()) == 2
+
+
+def test_check_mode_writes_nothing_but_returns_lines(tmp_path):
+    res = run({"records": [REC], "dest": str(tmp_path / "r"), "_ansible_check_mode": True})
+    assert res["changed"] is False
+    assert res["lines"] and not (tmp_path / "r").exists()
+
+
+def test_chart_png_when_matplotlib_is_there(tmp_path):
+    pytest.importorskip("matplotlib")
+    res = run({"records": [REC], "dest": str(tmp_path)})
+    assert res["png"] == str(tmp_path / "chart.png")
+    assert (tmp_path / "chart.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_record_without_a_required_key_fails_naming_it(tmp_path):
+    rec = dict(REC)
+    del rec["outcome"]
+    res = run({"records": [rec], "dest": str(tmp_path)}, expect=FailJson)
+    assert "outcome" in res["msg"] and "spec_switch_record" in res["msg"]
+    assert not (tmp_path / "results.json").exists()
