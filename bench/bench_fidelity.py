@@ -145,9 +145,10 @@ def cmd_vllm(sc, url, n, tmp):
                 '--skip-chat-template']
     argv = [os.path.join(VENV_VLLM, 'bin', 'vllm'), 'bench', 'serve', '--backend', 'openai',
             '--base-url', url, '--endpoint', '/v1/completions', '--model', MODEL,
-            '--tokenizer', _tokenizer_dir()] + data + ['--num-prompts', str(n),
-            '--max-concurrency', str(sc['conc']), '--request-rate', 'inf', '--temperature', '0',
-            '--save-result', '--result-dir', tmp, '--result-filename', 'out.json', '--disable-tqdm']
+            '--tokenizer', _tokenizer_dir()]
+    argv += data + ['--num-prompts', str(n), '--max-concurrency', str(sc['conc']), '--request-rate', 'inf',
+                    '--temperature', '0', '--save-result', '--result-dir', tmp, '--result-filename', 'out.json',
+                    '--disable-tqdm']
     if sc['ignore_eos']:
         argv.append('--ignore-eos')
     return argv, dict(os.environ, VLLM_TARGET_DEVICE='cpu', HF_HUB_OFFLINE='1', TRANSFORMERS_OFFLINE='1')
