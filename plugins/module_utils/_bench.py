@@ -371,7 +371,12 @@ def run_request(transport, url, body, parse=True):
     the closed loop defers parsing until the level is over, so that no stream's bookkeeping holds
     the GIL while another stream's tokens arrive.
     """
-    result = _stream(transport, url, body)
+    try:
+        result = _stream(transport, url, body)
+    except Exception as exc:  # whatever else a broken server provokes: an error, never a traceback
+        result = RequestResult()
+        result.start_ns = time.perf_counter_ns()
+        result.fail('bad_response', 'unexpected %s: %s' % (type(exc).__name__, exc))
     if result.end_ns is None:
         result.end_ns = time.perf_counter_ns() - result.start_ns
     if parse:

@@ -210,6 +210,14 @@ def test_refused_connection_is_connect_error(kind):
     assert res.error == 'connect'
 
 
+def test_unexpected_client_side_failure_is_counted_not_raised():
+    class Broken:
+        def post_stream(self, url, body):
+            raise ValueError('response head unparsable')
+    res = _bench.run_request(Broken(), 'http://127.0.0.1:9/v1/completions', b'{}')
+    assert res.error == 'bad_response' and 'ValueError' in res.detail and res.end_ns is not None
+
+
 def test_empty_stream_has_no_tokens(kind):
     with SSEServer([[('head',), ('chunk', usage_event(0)), ('chunk', DONE), ('end',)]]) as srv:
         res = one(srv, kind)
