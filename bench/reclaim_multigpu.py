@@ -232,7 +232,7 @@ def check_span_gpu0(row, n):
     checks = {
         "module_failed": row["failed"] and row["rc"] != 0,
         "msg_names_span_pid": str(span) in msg,
-        "msg_names_gpu0": "GPU 0 (" in msg,
+        "msg_names_gpu0": "GPU(s) 0 would stay busy" in msg,
         "msg_names_unselected_gpu1": "unselected GPU(s) 1" in msg,
         "span_not_signalled": span not in signalled,
         "span_spared_with_reason": spared.get(span, {}).get("reason") == "also holds unselected GPU(s) 1",
@@ -241,6 +241,9 @@ def check_span_gpu0(row, n):
         "other_gpu_holders_alive": all(row["alive_after"]["gpu%d" % k] for k in range(1, n)),
         "unselected_gpus_untouched": all(untouched(row, k) for k in range(1, n)),
         "nothing_on_unselected_gpus_signalled": not any(s["gpus"] != [0] for s in row["signalled"]),
+        # The module refuses before acting: GPU 0's own holder is not killed for a doomed reclaim.
+        "nothing_signalled": row["signalled"] == [],
+        "gpu0_holder_alive": row["alive_after"]["gpu0"],
     }
     outcome = {"gpu0_holder_alive": row["alive_after"]["gpu0"],
                "gpu0_holder_signalled": next((s["signal"] for s in row["signalled"]

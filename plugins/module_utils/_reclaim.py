@@ -257,6 +257,19 @@ def _reclaim(params, run_command, check_mode, nvml, procfs, dev_dir, self_pid, c
     diff_before = {"gpu%d" % g.index: _gpu_view(before, g.index, procs) for g in selected}
     timer.mark("plan")
 
+    # A holder that will be left alone (protected, out of scope, or also on an unselected GPU) and
+    # that no named unit owns keeps its GPU busy: the run could only end in failure, so refuse now,
+    # before any unit is stopped or process signalled.
+    blockers = [e for e in spared if e["pid"] in procs and procs[e["pid"]].key not in unit_keys]
+    if blockers:
+        result["spared"] = spared
+        fail("GPU(s) %s would stay busy after the reclaim, so nothing was stopped or signalled: %s. "
+             "Add the other GPUs to gpus, use scope=gpu, or name the owning unit in units."
+             % (", ".join(str(i) for i in sorted({i for e in blockers for i in e["gpus"]})),
+                "; ".join("pid %d (%s, %s MiB on GPU %s) is left alone: %s"
+                          % (e["pid"], e["name"], e["mib"], ",".join(str(i) for i in e["gpus"]), e["reason"])
+                          for e in blockers)))
+
     to_stop = [u for u in units if u["active_before"] not in _systemd.STOPPED_STATES]
     if check_mode:
         for unit in to_stop:

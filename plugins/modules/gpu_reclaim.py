@@ -23,7 +23,10 @@ description:
     this module) is never signalled, and neither are processes on GPUs outside O(gpus).
   - A process that holds a selected GPU and also an unselected one (for example one process driving
     two GPUs) is never signalled; the module fails naming it, and the operator adds the other GPU to
-    O(gpus) or stops the owning unit. Stopping a unit named in O(units) still ends such a process,
+    O(gpus) or stops the owning unit.
+  - Any holder that would be left alone (protected, outside O(scope), or also on an unselected GPU) and
+    that no unit in O(units) owns would keep its GPU busy, so the module fails before stopping or
+    signalling anything, naming it; check mode fails the same way. Stopping a unit named in O(units) still ends such a process,
     because the operator asked for that unit.
   - A process that ignores SIGTERM (its C(SigIgn) mask has it) or is stopped gets SIGKILL at once, since
     no grace period could help it.

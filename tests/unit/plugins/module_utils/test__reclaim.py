@@ -116,18 +116,21 @@ def test_escaped_worker_is_signalled_in_unit_scope(host, units):
     assert not alive(escaped)
 
 
-def test_stray_holder_is_left_alone_in_unit_scope_and_named_in_the_failure(host, units):
+def test_stray_holder_in_unit_scope_fails_before_the_unit_is_stopped(host, units):
+    # The stray would keep GPU 0 busy whatever happens, so the unit keeps serving.
     main = host.hold((0, 1000))
     stray = host.hold((0, 4096))
     units.add("vllm.service", [main])
     with pytest.raises(_reclaim.ReclaimError) as err:
         run(host, units, units=["vllm.service"])
 
-    assert "GPU 0" in err.value.msg and "%d (" % stray in err.value.msg and "4096 MiB used" in err.value.msg
-    assert "scope=unit" in err.value.msg
-    assert alive(stray) and not alive(main)
+    assert err.value.msg.startswith("GPU(s) 0 would stay busy after the reclaim, so nothing was stopped")
+    assert "pid %d (python3, 4096 MiB on GPU 0) is left alone: not a process of the stopped unit(s) (scope=unit)" \
+        % stray in err.value.msg
+    assert alive(stray) and alive(main)
     assert by_pid(err.value.result["spared"])[stray]["reason"].startswith("not a process of the stopped")
-    assert err.value.result["units"][0]["action"] == "stopped"
+    assert err.value.result["units"][0]["action"] == "none"
+    assert err.value.result["signalled"] == []
 
 
 def test_stray_holder_is_killed_in_gpu_scope(host, units):
@@ -150,11 +153,23 @@ def test_protected_name_survives_and_blocks_with_a_clear_message(host, units):
 
 
 def test_process_spanning_an_unselected_gpu_is_never_signalled(host, units):
+    # Seen on 2x H200 (bench/reclaim_multigpu.py): the check comes before any signal, so GPU 0's
+    # own holder is not killed for a reclaim that could not succeed.
     tp = host.hold((0, 2000), (1, 2000))
+    own = host.hold((0, 3000))
     with pytest.raises(_reclaim.ReclaimError) as err:
         run(host, units, scope="gpu", gpus=["0"])
-    assert alive(tp)
+    assert alive(tp) and alive(own)
     assert "also holds unselected GPU(s) 1" in err.value.msg
+    assert err.value.result["signalled"] == []
+
+
+def test_a_unit_member_spanning_gpus_goes_with_its_unit(host, units):
+    tp = host.hold((0, 2000), (1, 2000))
+    units.add("vllm.service", [tp])
+    result = run(host, units, units=["vllm.service"], scope="gpu", gpus=["0"])
+    assert not alive(tp)
+    assert result["units"][0]["action"] == "stopped"
 
 
 def test_check_mode_changes_nothing_then_real_then_idempotent(host, units):

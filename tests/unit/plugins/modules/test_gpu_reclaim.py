@@ -65,19 +65,26 @@ def test_check_then_real_then_check_then_real(host, systemctl):
     args = {"units": ["vllm.service"], "scope": "gpu", "gpus": ["0", "1"], "term_timeout": 2,
             "protect": ["nv-hostengine"], "_ansible_diff": True}
 
-    check = run(dict(args, _ansible_check_mode=True))
-    assert check["changed"] is True and alive(main) and alive(stray)
-    assert [u["action"] for u in check["units"]] == ["would stop"]
-    assert sorted(e["pid"] for e in check["would_signal"]) == sorted([main, stray])
-    assert check["diff"]["after"]["gpu1"]["used_mib"] == 500
-
-    # the protected holder keeps GPU 1 busy: the real run fails, naming it, after freeing the rest
-    failed = run(args, FailJson)
-    assert "GPU 1" in failed["msg"] and "left alone: protected name" in failed["msg"]
-    assert "diff" not in failed and alive(spared) and not alive(main) and not alive(stray)
-    assert {s["pid"] for s in failed["signalled"]} == {stray}
+    # The protected holder would keep GPU 1 busy: check mode and the real run both refuse up front,
+    # naming it, and nothing is stopped or signalled.
+    for check_mode in (True, False):
+        refused = run(dict(args, _ansible_check_mode=check_mode), FailJson)
+        assert "GPU(s) 1 would stay busy" in refused["msg"] and "left alone: protected name" in refused["msg"]
+        assert refused["signalled"] == [] and refused["units"][0]["action"] == "none"
+        assert alive(spared) and alive(main) and alive(stray)
+    assert [c for c in systemctl.calls if "stop" in c] == []
 
     args["gpus"] = ["0"]
+    check = run(dict(args, _ansible_check_mode=True))
+    assert check["changed"] is True and alive(main)
+    assert [u["action"] for u in check["units"]] == ["would stop"]
+    assert [e["pid"] for e in check["would_signal"]] == [main]
+    assert check["diff"]["after"]["gpu0"]["used_mib"] == 0
+
+    real = run(args)
+    assert real["changed"] is True and not alive(main) and alive(stray) and alive(spared)
+    assert real["units"][0]["action"] == "stopped" and real["gpus"][0]["used_mib_after"] == 0
+
     again = run(dict(args, _ansible_check_mode=True))
     assert again["changed"] is False and again["diff"]["before"] == again["diff"]["after"]
     final = run(args)
