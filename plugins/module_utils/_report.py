@@ -35,7 +35,7 @@ def markdown(records, generated_at):
            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for rec in records:
         level, base = _first_level(rec.get("baseline"))
-        _, cand = _first_level(rec.get("result"))
+        cand = _first_level(rec.get("result"))[1]
         base, cand = base or {}, cand or {}
         out.append("| %s | %s | %s | %s | %s | **%s** | %s | %s | %s | %s | %s / %s | %s / %s |" % (
             rec["host"], rec.get("engine", "-"), rec.get("model", "-"), rec["suite"], rec["label"],
@@ -60,8 +60,8 @@ def chart(records, path):
 
     rows = []
     for rec in records:
-        _, base = _first_level(rec.get("baseline"))
-        _, cand = _first_level(rec.get("result"))
+        base = _first_level(rec.get("baseline"))[1]
+        cand = _first_level(rec.get("result"))[1]
         if base and cand:
             rows.append(("%s\n%s\n%s" % (rec["host"], rec["suite"], rec["label"]), base, cand))
     if not rows:

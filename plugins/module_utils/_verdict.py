@@ -84,7 +84,7 @@ def _level_checks(level, base, cand, limits):
             "level": level, "figure": figure, "baseline": base[figure], "candidate": cand[figure],
             "ratio": ratio, "limit": 1 + limits[key], "ok": ratio <= 1 + limits[key],
             "why": "%s %.1f vs %.1f ms = x%.2f, allowed <= x%.2f" % (
-                figure.split("_")[0].upper(), cand[figure], base[figure], ratio, 1 + limits[key]),
+                figure.split("_", 1)[0].upper(), cand[figure], base[figure], ratio, 1 + limits[key]),
         })
     checks.append({
         "level": level, "figure": "error_rate", "baseline": base["error_rate"],

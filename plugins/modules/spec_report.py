@@ -11,7 +11,7 @@ description:
     and writes, into O(dest), C(results.json) (this run), C(history.jsonl) (every run appended),
     C(report.md) (a table and the reason for each verdict) and C(chart.png) (baseline against candidate
     output tok/s and TPOT per host and prompt suite).
-  - Meant to run on the controller (C(hosts: localhost)).
+  - Meant to run on the controller, in a play on C(localhost).
 options:
   records:
     description: The C(spec_switch_record) of each host.
