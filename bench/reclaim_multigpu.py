@@ -194,9 +194,7 @@ def run_module(rnd, gpus, env, workdir):
         "gpus": gpus, "wall_s": round(t_exit - t0, 4), "rc": out.returncode,
         "failed": bool(result.get("failed")), "msg": result.get("msg"), "changed": result.get("changed"),
         "elapsed": result.get("elapsed"),
-        "module_gpus": [{k: g.get(k) for k in ("index", "used_mib_before", "used_mib_after",
-                                                "processes_before", "processes_after")}
-                        for g in result.get("gpus", [])],
+        "module_gpus": [{k: g.get(k) for k in MODULE_GPU_KEYS} for g in result.get("gpus", [])],
         "signalled": [{k: s.get(k) for k in ("pid", "name", "gpus", "unselected", "mib", "signal", "source")}
                       for s in result.get("signalled", [])],
         "spared": [{k: s.get(k) for k in ("pid", "name", "gpus", "unselected", "mib", "reason")}
@@ -222,6 +220,9 @@ def exit_after_free(row, index):
     """Seconds from NVML showing the GPU free to the module's exit (its last poll and teardown)."""
     free = row["per_gpu"][index]["free_at_s"]
     return None if free is None else round(row["wall_s"] - free, 4)
+
+
+MODULE_GPU_KEYS = ("index", "used_mib_before", "used_mib_after", "processes_before", "processes_after")
 
 
 def check_span_gpu0(row, n):
