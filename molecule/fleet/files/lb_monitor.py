@@ -61,11 +61,12 @@ def intervals(samples):
 
 
 def max_concurrent(spans_by_host):
-    events = sorted([(s, 1) for spans in spans_by_host.values() for s, _ in spans]
-                    + [(e, -1) for spans in spans_by_host.values() for _, e in spans], key=lambda x: (x[0], x[1]))
+    # An end sorts before a start at the same instant: back up before the next one goes down.
+    events = sorted([(span[0], 1) for spans in spans_by_host.values() for span in spans]
+                    + [(span[1], -1) for spans in spans_by_host.values() for span in spans])
     cur = best = 0
-    for _, d in events:
-        cur += d
+    for event in events:
+        cur += event[1]
         best = max(best, cur)
     return best
 
