@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Where the wall time of one switch goes: benchmark, engine load/ready wait, GPU reclaim, and the
 rest (orchestration: SSH round trips, module start-up, controller-side tasks, the report).
@@ -6,7 +5,7 @@ rest (orchestration: SSH round trips, module start-up, controller-side tasks, th
 Runs playbooks/switch_spec.yml (or another playbook) as an operator would, with bench/callbacks/
 task_timer.py recording each task's start and end, and prints a breakdown (and JSON with --out).
 
-  .venv/bin/python bench/switch_overhead.py -i .build/inv-sw --runs 3 -- -e method=ngram -e num_speculative_tokens=5
+  .venv/bin/python bench/switch_overhead.py -i .build/inv-sw --host-cgroup sw-1 --runs 3 -- -e method=ngram -e num_speculative_tokens=5
 """
 from __future__ import annotations
 
@@ -102,7 +101,7 @@ def analyse(events, wall):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     ap.add_argument("-i", "--inventory", required=True)
     ap.add_argument("--playbook", default="playbooks/switch_spec.yml")
     ap.add_argument("--limit")

@@ -18,7 +18,7 @@ BENCH_FAST = {"levels": [{"concurrency": 1, "ok": 8, "errors": 0, "output_tok_s"
 @pytest.fixture(name="env")
 def env_fixture():
     env = Environment()
-    env.filters.update({k.split(".")[-1]: v for k, v in FilterModule().filters().items()})
+    env.filters.update({k.rsplit(".", maxsplit=1)[-1]: v for k, v in FilterModule().filters().items()})
     return env
 
 
