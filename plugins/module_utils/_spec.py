@@ -275,15 +275,15 @@ def normalize(spec, engine, tensor_parallel_size=1):
             raise SpecError("%s on %s requires %s (%s)" % (method, engine, name, PARAMS[name]["doc"]))
         elif default is not ENGINE:
             out[name] = default
-    _CHECKS.get((engine, method), _no_check)(out, tp)
+    _CHECKS.get((engine, method), _no_check)(out, tp, set(spec))
     return out
 
 
-def _no_check(out, tp):
+def _no_check(out, tp, given=()):
     pass
 
 
-def _vllm_ngram(out, tp):
+def _vllm_ngram(out, tp, given=()):
     # vLLM's own rule: one bound given -> the other takes its value; none -> both 5.
     lo, hi = out.get("prompt_lookup_min"), out.get("prompt_lookup_max")
     if lo is None and hi is None:
@@ -295,29 +295,32 @@ def _vllm_ngram(out, tp):
     out["prompt_lookup_min"], out["prompt_lookup_max"] = lo, hi
 
 
-def _vllm_draft(out, tp):
+def _vllm_draft(out, tp, given=()):
     dtp = out.get("draft_tensor_parallel_size")
     if dtp is not None and dtp not in (1, tp):
         raise SpecError("draft_tensor_parallel_size must be 1 or the target's tensor_parallel_size (%d), got %d"
                         % (tp, dtp))
 
 
-def _vllm_suffix(out, tp):
+def _vllm_suffix(out, tp, given=()):
     if "num_speculative_tokens" not in out:  # vLLM treats the tree depth as the cap
         out["num_speculative_tokens"] = out["suffix_max_tree_depth"]
 
 
-def _sglang_ngram(out, tp):
+def _sglang_ngram(out, tp, given=()):
+    window = out["num_speculative_tokens"] + 1
+    if "ngram_max_bfs_breadth" not in given:
+        # The default breadth (10) must not turn a small k into a refusal: cap it at the window.
+        out["ngram_max_bfs_breadth"] = min(out["ngram_max_bfs_breadth"], window)
     lo, hi = out["ngram_min_bfs_breadth"], out["ngram_max_bfs_breadth"]
     if lo > hi:
         raise SpecError("ngram_min_bfs_breadth (%d) must be <= ngram_max_bfs_breadth (%d)" % (lo, hi))
-    window = out["num_speculative_tokens"] + 1
     if hi > window:
         # SGLang derives num_steps = num_draft_tokens // max_bfs_breadth, which would be 0.
         raise SpecError("ngram_max_bfs_breadth (%d) must be <= num_speculative_tokens + 1 (%d)" % (hi, window))
 
 
-def _sglang_eagle(out, tp):
+def _sglang_eagle(out, tp, given=()):
     tree = [k for k in _SGLANG_TREE if k in out]
     if tree and "num_speculative_tokens" in out:
         raise SpecError("give either num_speculative_tokens (a chain: steps=k, topk=1) or the SGLang tree "

@@ -29,6 +29,7 @@ ACCEPTED = {
     "ngram tuned": {"method": "ngram", "num_speculative_tokens": 7, "ngram_min_bfs_breadth": 2,
                     "ngram_max_bfs_breadth": 4, "ngram_match_type": "PROB", "ngram_max_trie_depth": 12},
     "ngram chain": {"method": "ngram", "num_speculative_tokens": 1, "ngram_max_bfs_breadth": 1},
+    "ngram small k (default breadth capped at k+1)": {"method": "ngram", "num_speculative_tokens": 2},
     "eagle auto": {"method": "eagle", "draft_model": EAGLE},
     "eagle chain": {"method": "eagle", "draft_model": EAGLE, "num_speculative_tokens": 3},
     "eagle tree": {"method": "eagle", "draft_model": EAGLE, "eagle_steps": 5, "eagle_topk": 4, "num_draft_tokens": 8},
@@ -71,7 +72,8 @@ ACCEPTED_BY_PARSER_ONLY = {
     "eagle without draft (fails at startup)": {"method": "eagle"},
     "standalone without draft (fails at startup)": {"method": "draft_model"},
     "bfs min > max": {"method": "ngram", "ngram_min_bfs_breadth": 4, "ngram_max_bfs_breadth": 2},
-    "bfs wider than the window (num_steps would be 0)": {"method": "ngram", "num_speculative_tokens": 3},
+    "bfs wider than the window (num_steps would be 0)": {"method": "ngram", "num_speculative_tokens": 3,
+                                                         "ngram_max_bfs_breadth": 10},
     "k above our cap": {"method": "ngram", "num_speculative_tokens": 500, "ngram_max_bfs_breadth": 2},
 }
 

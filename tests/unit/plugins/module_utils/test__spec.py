@@ -230,7 +230,7 @@ ERRORS = [
     ({"method": "ngram", "ngram_match_type": "DFS"}, "sglang", 1, "ngram_match_type must be one of BFS, PROB, got 'DFS'"),
     ({"method": "ngram", "ngram_min_bfs_breadth": 4, "ngram_max_bfs_breadth": 2}, "sglang", 1,
      "ngram_min_bfs_breadth (4) must be <= ngram_max_bfs_breadth (2)"),
-    ({"method": "ngram", "num_speculative_tokens": 3}, "sglang", 1,
+    ({"method": "ngram", "num_speculative_tokens": 3, "ngram_max_bfs_breadth": 10}, "sglang", 1,
      "ngram_max_bfs_breadth (10) must be <= num_speculative_tokens + 1 (4)"),
     ({"method": "eagle", "draft_model": EAGLE, "num_speculative_tokens": 3, "eagle_steps": 3}, "sglang", 1,
      "give either num_speculative_tokens (a chain: steps=k, topk=1) or the SGLang tree "
@@ -286,3 +286,10 @@ def test_plain_ngram_is_a_complete_request_on_both_engines():
         "--speculative-config",
         '{"method":"ngram","num_speculative_tokens":5,"prompt_lookup_max":5,"prompt_lookup_min":5}']
     assert normalize({"method": "ngram"}, "sglang")["num_speculative_tokens"] == 11
+
+
+def test_sglang_ngram_default_breadth_is_capped_at_a_small_window():
+    # A sweep over ngram k=2..6 must be valid on SGLang too: only a breadth the operator gave is refused.
+    out = normalize({"method": "ngram", "num_speculative_tokens": 2}, "sglang")
+    assert out["ngram_max_bfs_breadth"] == 3 and out["ngram_min_bfs_breadth"] == 1
+    assert normalize({"method": "ngram"}, "sglang")["ngram_max_bfs_breadth"] == 10
