@@ -6,29 +6,10 @@ from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.llmops.specdec.plugins.modules import engine_ready
+from ansible_collections.llmops.specdec.tests.unit.plugins.modules.module_harness import ExitJson, FailJson
 from ansible_collections.llmops.specdec.tests.unit.plugins.module_utils.engine_http import (
     EngineHTTP, FakeSystemctl, Reply, closed_port_url, models,
 )
-
-
-class ExitJson(Exception):
-    pass
-
-
-class FailJson(Exception):
-    pass
-
-
-@pytest.fixture
-def module_exits(monkeypatch):
-    def exit_json(self, **kwargs):
-        raise ExitJson(kwargs)
-
-    def fail_json(self, **kwargs):
-        raise FailJson(kwargs)
-
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
-    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
 
 
 def run(args, systemctl=None, monkeypatch=None):

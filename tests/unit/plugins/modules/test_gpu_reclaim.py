@@ -3,20 +3,12 @@ from __future__ import annotations
 
 import pytest
 from ansible.module_utils import basic
-from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.llmops.specdec.plugins.module_utils import _nvml, _systemd
 from ansible_collections.llmops.specdec.plugins.modules import gpu_reclaim
+from ansible_collections.llmops.specdec.tests.unit.plugins.modules.module_harness import ExitJson, FailJson, run_module
 from ansible_collections.llmops.specdec.tests.unit.plugins.module_utils.reclaim_host import (
     FakeUnits, GpuHost, alive, build_shim)
-
-
-class ExitJson(Exception):
-    pass
-
-
-class FailJson(Exception):
-    pass
 
 
 @pytest.fixture(scope="session")
@@ -38,23 +30,8 @@ def systemctl(monkeypatch):
     return fake
 
 
-@pytest.fixture(autouse=True)
-def module_exits(monkeypatch):
-    def exit_json(self, **kwargs):
-        raise ExitJson(kwargs)
-
-    def fail_json(self, **kwargs):
-        raise FailJson(kwargs)
-
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
-    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
-
-
 def run(args, outcome=ExitJson):
-    with pytest.raises(outcome) as exc:
-        with patch_module_args(args):
-            gpu_reclaim.main()
-    return exc.value.args[0]
+    return run_module(gpu_reclaim.main, args, outcome)
 
 
 def test_check_then_real_then_check_then_real(host, systemctl):

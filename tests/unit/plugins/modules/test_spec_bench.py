@@ -8,42 +8,17 @@ import json
 
 import pytest
 import yaml
-from ansible.module_utils import basic
-from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.llmops.specdec.plugins.module_utils import _suites
 from ansible_collections.llmops.specdec.plugins.modules import spec_bench
+from ansible_collections.llmops.specdec.tests.unit.plugins.modules.module_harness import ExitJson, FailJson, run_module
 from ansible_collections.llmops.specdec.tests.unit.plugins.module_utils.sse_server import (
     SSEServer, simple_plan,
 )
 
 
-class ExitJson(Exception):
-    pass
-
-
-class FailJson(Exception):
-    pass
-
-
-@pytest.fixture(autouse=True)
-def module_exits(monkeypatch):
-    def exit_json(self, **kwargs):
-        kwargs['_no_log_values'] = set(self.no_log_values)
-        raise ExitJson(kwargs)
-
-    def fail_json(self, **kwargs):
-        raise FailJson(kwargs)
-
-    monkeypatch.setattr(basic.AnsibleModule, 'exit_json', exit_json)
-    monkeypatch.setattr(basic.AnsibleModule, 'fail_json', fail_json)
-
-
 def run(args, expect=ExitJson):
-    with pytest.raises(expect) as exc:
-        with patch_module_args(args):
-            spec_bench.main()
-    return exc.value.args[0]
+    return run_module(spec_bench.main, args, expect)
 
 
 SGLANG_GETS = {'/get_server_info': (200, {'internal_states': [{'avg_spec_accept_length': 2.0}]}),

@@ -4,10 +4,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from ansible.module_utils import basic
-from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.llmops.specdec.plugins.modules import spec_report
+from ansible_collections.llmops.specdec.tests.unit.plugins.modules.module_harness import ExitJson, FailJson, run_module
 
 REC = {
     "host": "gpu1", "engine": "vllm", "model": "m", "suite": "reasoning", "label": "ngram k=5",
@@ -19,30 +18,8 @@ REC = {
 }
 
 
-class ExitJson(Exception):
-    pass
-
-
-class FailJson(Exception):
-    pass
-
-
-@pytest.fixture(autouse=True)
-def module_exits(monkeypatch):
-    def exit_json(self, **kwargs):
-        raise ExitJson(kwargs)
-
-    def fail_json(self, **kwargs):
-        raise FailJson(kwargs)
-    monkeypatch.setattr(basic.AnsibleModule, 'exit_json', exit_json)
-    monkeypatch.setattr(basic.AnsibleModule, 'fail_json', fail_json)
-
-
 def run(args, expect=ExitJson):
-    with pytest.raises(expect) as exc:
-        with patch_module_args(args):
-            spec_report.main()
-    return exc.value.args[0]
+    return run_module(spec_report.main, args, expect)
 
 
 def test_writes_json_markdown_history_and_lines(tmp_path):
