@@ -23,7 +23,6 @@ MUST_ASK = {
 }
 # Survey variables the switch playbook does not read yet: the lead maps them in
 # playbooks/tasks/request.yml (engine guard; flat thresholds over spec_switch_thresholds).
-NOT_YET_MAPPED = {(SWITCH, v) for v in ["engine"] + THRESHOLDS}
 
 
 def _surveyed(templates):
@@ -61,9 +60,7 @@ def _survey_variables(templates):
 
 
 def _wired(pair):
-    marks = [pytest.mark.xfail(reason="%s is not read by %s yet (playbooks/tasks/request.yml, lead)" % pair[::-1])] \
-        if pair in NOT_YET_MAPPED else []
-    return pytest.param(*pair, marks=marks, id="%s:%s" % (pair[0].split("/")[-1], pair[1]))
+    return pytest.param(*pair, id="%s:%s" % (pair[0].split("/")[-1], pair[1]))
 
 
 # The parameters are collected from the generated switch survey, so a new question is checked too.
@@ -77,6 +74,9 @@ def test_every_survey_variable_is_read_by_the_playbook(templates, playbook, vari
     if variable in _spec.PARAMS:
         # playbooks/tasks/request.yml reads the spec parameters by the names the spec model lists.
         assert playbook_vars.uses_filter(playbook, "spec_param_names"), "%s does not collect spec parameters" % playbook
+    elif variable in _verdict.DEFAULT_THRESHOLDS:
+        # ... and the thresholds by the names the verdict model lists.
+        assert playbook_vars.uses_filter(playbook, "verdict_thresholds"), "%s does not collect thresholds" % playbook
     else:
         assert variable in names, "%s never reads %s" % (playbook, variable)
 

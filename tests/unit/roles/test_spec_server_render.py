@@ -44,8 +44,8 @@ BAD_CASES = [
     ("dollar-in-dir", 1, [], "/var/lib/$HOME", {"method": "none"}),
     ("newline-in-dir", 1, [], "/var/lib/a\nb", {"method": "none"}),
     ("missing-draft", 1, [], "/var/lib/x", {"method": "eagle3", "num_speculative_tokens": 3}),
-    ("sglang-ngram-window", 1, [], "/var/lib/x", {"method": "ngram", "num_speculative_tokens": 7,
-                                                   "ngram_max_bfs_breadth": 10}),
+    ("sglang-ngram-window", 1, [], "/var/lib/x",
+     {"method": "ngram", "num_speculative_tokens": 7, "ngram_max_bfs_breadth": 10}),
 ]
 REFUSALS = {
     "few-gpus": "spec_server_tensor_parallel_size=2 needs at least that many GPUs",
