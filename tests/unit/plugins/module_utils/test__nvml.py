@@ -5,20 +5,12 @@ import pynvml
 import pytest
 
 from ansible_collections.llmops.specdec.plugins.module_utils import _nvml
-from ansible_collections.llmops.specdec.tests.unit.plugins.module_utils.reclaim_host import (
-    UUIDS, GpuHost, build_shim)
-
-
-@pytest.fixture(scope="session")
-def shim(tmp_path_factory):
-    return build_shim(tmp_path_factory.mktemp("shim"))
+from ansible_collections.llmops.specdec.tests.unit.plugins.module_utils.reclaim_host import UUIDS
 
 
 @pytest.fixture
-def host(tmp_path, shim, monkeypatch):
-    h = GpuHost(tmp_path, shim, monkeypatch, gpus=2)
-    yield h
-    h.cleanup()
+def host(gpu_host):
+    return gpu_host(2)
 
 
 @pytest.fixture

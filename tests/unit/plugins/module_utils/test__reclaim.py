@@ -13,19 +13,12 @@ import pytest
 
 from ansible_collections.llmops.specdec.plugins.module_utils import _reclaim, _systemd
 from ansible_collections.llmops.specdec.tests.unit.plugins.module_utils.reclaim_host import (
-    REPO, FakeUnits, GpuHost, alive, build_shim)
-
-
-@pytest.fixture(scope="session")
-def shim(tmp_path_factory):
-    return build_shim(tmp_path_factory.mktemp("shim"))
+    REPO, FakeUnits, alive)
 
 
 @pytest.fixture
-def host(tmp_path, shim, monkeypatch):
-    h = GpuHost(tmp_path, shim, monkeypatch)
-    yield h
-    h.cleanup()
+def host(gpu_host):
+    return gpu_host()
 
 
 @pytest.fixture

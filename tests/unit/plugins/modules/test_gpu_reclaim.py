@@ -8,19 +8,12 @@ from ansible_collections.llmops.specdec.plugins.module_utils import _nvml, _syst
 from ansible_collections.llmops.specdec.plugins.modules import gpu_reclaim
 from ansible_collections.llmops.specdec.tests.unit.plugins.modules.module_harness import ExitJson, FailJson, run_module
 from ansible_collections.llmops.specdec.tests.unit.plugins.module_utils.reclaim_host import (
-    FakeUnits, GpuHost, alive, build_shim)
-
-
-@pytest.fixture(scope="session")
-def shim(tmp_path_factory):
-    return build_shim(tmp_path_factory.mktemp("shim"))
+    FakeUnits, alive)
 
 
 @pytest.fixture
-def host(tmp_path, shim, monkeypatch):
-    h = GpuHost(tmp_path, shim, monkeypatch, gpus=2)
-    yield h
-    h.cleanup()
+def host(gpu_host):
+    return gpu_host(2)
 
 
 @pytest.fixture

@@ -1,0 +1,26 @@
+"""Fixtures for tests that run the collection on the NVML shim with real holder processes."""
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.llmops.specdec.tests.unit.plugins.module_utils.reclaim_host import GpuHost, build_shim
+
+
+@pytest.fixture(scope="session")
+def shim(tmp_path_factory):
+    # Compiled once per test session, whichever test file asks first.
+    return build_shim(tmp_path_factory.mktemp("shim"))
+
+
+@pytest.fixture
+def gpu_host(tmp_path, shim, monkeypatch):
+    """``gpu_host(gpus)`` -> a temporary mock GPU host, cleaned up after the test."""
+    hosts = []
+
+    def make(gpus=3):
+        hosts.append(GpuHost(tmp_path, shim, monkeypatch, gpus=gpus))
+        return hosts[-1]
+
+    yield make
+    for h in hosts:
+        h.cleanup()
