@@ -11,9 +11,9 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
-import pytest
+# The mock host's own test helpers: one bounded poll, one /proc state reader.
+from ansible_collections.llmops.specdec.tests.unit.mockgpu.mockgpu_testhost import proc_state, wait_for
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))))
@@ -39,22 +39,10 @@ def build_shim(out_dir):
     return out
 
 
-def wait_for(cond, what, deadline_s=DEADLINE_S):
-    end = time.monotonic() + deadline_s
-    while not cond():
-        if time.monotonic() > end:
-            pytest.fail("timed out waiting for " + what)
-        time.sleep(0.01)
-
-
 def alive(pid):
     """Exists and is not a zombie."""
-    try:
-        with open("/proc/%d/stat" % pid) as handle:
-            stat = handle.read()
-    except FileNotFoundError:
-        return False
-    return stat[stat.rindex(")") + 2] not in "ZX"
+    state = proc_state(pid)
+    return state is not None and state not in "ZX"
 
 
 class GpuHost:
