@@ -1,5 +1,5 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filters over module_utils/_spec.py and _unit.py: speculative specs and systemd quoting.
+"""Filters over module_utils/_spec.py, _server.py and _unit.py: specs, the checked unit settings, systemd quoting.
 
 Documentation of each filter lives beside this file in <filter name>.yml. A refused spec or an
 argv systemd cannot run raises AnsibleFilterError with the module_utils message, so a playbook
@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _spec, _unit
+from ansible_collections.llmops.specdec.plugins.module_utils import _gate, _server, _spec, _unit
 
 
 def _wrap(name, func):
     def call(*args, **kwargs):
         try:
             return func(*args, **kwargs)
-        except (_spec.SpecError, _unit.UnitQuoteError) as exc:
+        except (_spec.SpecError, _unit.UnitQuoteError, _gate.GateError) as exc:
             raise AnsibleFilterError("%s: %s" % (name, exc))
     call.__name__ = name
     return call
@@ -34,6 +34,14 @@ def spec_describe(spec):
     return _spec.describe(spec)
 
 
+def server_unit(settings):
+    return _server.unit_settings(settings)
+
+
+def server_secret_env(settings):
+    return _server.secret_env_text(settings)
+
+
 def systemd_exec(argv):
     return _unit.exec_line(argv)
 
@@ -44,5 +52,5 @@ def systemd_env(env):
 
 class FilterModule:
     def filters(self):
-        funcs = (spec_normalize, spec_args, spec_describe, systemd_exec, systemd_env)
+        funcs = (spec_normalize, spec_args, spec_describe, server_unit, server_secret_env, systemd_exec, systemd_env)
         return {f.__name__: _wrap(f.__name__, f) for f in funcs}

@@ -37,6 +37,8 @@ import json
 import math
 import re
 
+from ansible_collections.llmops.specdec.plugins.module_utils import _gate
+
 __all__ = ["SpecError", "ENGINES", "METHODS", "PARAMS", "normalize", "engine_args", "describe",
            "methods_for", "engines_for"]
 
@@ -216,7 +218,10 @@ def _coerce(name, value):
     else:
         if not isinstance(value, str) or not value.strip():
             raise bad
-        value = value.strip()
+        try:  # the one gate: no control characters, a length cap, no value that reads as a flag
+            value = _gate.text(name, value.strip(), max_len=1024, no_dash=True)
+        except _gate.GateError as exc:
+            raise SpecError(str(exc))
         if "choices" in info:
             if value.upper() not in info["choices"]:
                 raise SpecError("%s must be one of %s, got %r" % (name, ", ".join(info["choices"]), value))

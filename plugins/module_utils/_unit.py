@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["UnitQuoteError", "exec_line", "env_line", "quote_word"]
+__all__ = ["UnitQuoteError", "exec_line", "env_line", "env_file_line", "quote_word"]
 
 _NEEDS_QUOTES = re.compile(r'[\s"\'\\;]|[\x00-\x1f\x7f]')
 _C_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t", "\r": "\\r",
@@ -114,3 +114,23 @@ def env_line(env):
             raise UnitQuoteError("environment value of %s has control characters systemd refuses: %r" % (name, value))
         words.append(quote_word("%s=%s" % (name, value), dollar=False))
     return " ".join(words)
+
+
+def env_file_line(name, value):
+    """One ``NAME=value`` line of an ``EnvironmentFile=``, quoted so systemd reads back ``value`` exactly.
+
+    systemd parses a value that starts with a quote as a POSIX shell quoted string: single quotes
+    keep everything literal; a value that holds a single quote is double-quoted with ``\\``,
+    ``"``, ``$`` and backquote escaped. Control characters (a newline would start a new assignment)
+    are refused.
+    """
+    if not isinstance(name, str) or not _ENV_NAME.match(name):
+        raise UnitQuoteError("invalid environment variable name %r" % (name,))
+    if not isinstance(value, str):
+        raise UnitQuoteError("environment value of %s must be a string, got %s" % (name, type(value).__name__))
+    _check_text(value, "environment value of %s" % name)
+    if re.search(r"[\x00-\x1f\x7f]", value):
+        raise UnitQuoteError("environment value of %s has control characters" % name)
+    if "'" not in value:
+        return "%s='%s'\n" % (name, value)
+    return '%s="%s"\n' % (name, re.sub(r'([\\"$`])', r"\\\1", value))

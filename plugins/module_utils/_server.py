@@ -1,0 +1,220 @@
+# -*- coding: utf-8 -*-
+# Copyright: llmops.specdec contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Everything the spec_server unit template writes, computed and checked in one place.
+
+``unit_settings(settings) -> dict`` takes the role's variables without their ``spec_server_``
+prefix and returns the values the template lays out: the engine argv (base flags, then the spec's
+rendering by ``_spec``, then the operator's extra arguments) quoted for ``ExecStart=``, the
+``Environment=`` line, the secrets for the root-only ``EnvironmentFile=``, the sandbox lists, the
+readiness URL. Every value passes ``_gate`` first, so a refusal names the variable
+(``spec_server_user must be ...``) and happens on the controller, before the host is touched.
+
+Secrets never reach the unit text, its argv or ``systemctl show``: ``api_key``, ``secret_env`` and
+any ``env`` entry whose name looks like a credential (``HF_TOKEN``, ``*_API_KEY``...) go to the
+environment file. vLLM reads its key from ``VLLM_API_KEY``; SGLang 0.5.23 takes it only as
+``--api-key`` (``ServerArgs.api_key``, no environment variable), so SGLang is started through a
+one-line launcher that appends the flag from the environment inside the interpreter, where it is not
+part of the process's command line (``/proc/PID/cmdline`` is readable by every local user).
+"""
+from __future__ import annotations
+
+import re
+
+from ansible_collections.llmops.specdec.plugins.module_utils import _gate, _spec, _unit
+
+__all__ = ["unit_settings", "secret_env_text", "OWNED_FLAGS", "SECRET_NAME", "SGLANG_KEY_VAR"]
+
+# Flags the collection sets itself; the same flag in extra_args would override or duplicate it.
+OWNED_FLAGS = {
+    "vllm": ("--speculative", "--host", "--port", "--model", "--tensor-parallel-size", "-tp",
+             "--served-model-name", "--gpu-memory-utilization", "--max-model-len", "--api-key"),
+    "sglang": ("--speculative", "--host", "--port", "--model-path", "--model", "--tp-size", "--tp",
+               "--tensor-parallel-size", "--served-model-name", "--mem-fraction-static", "--context-length",
+               "--api-key"),
+}
+# Environment names that hold credentials: written only to the root-only environment file.
+SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSW|API_?KEY|CREDENTIAL|PRIVATE", re.I)
+SGLANG_KEY_VAR = "SPECDEC_API_KEY"
+_SGLANG_LAUNCHER = ("import os,runpy,sys;sys.argv+=['--api-key',os.environ.pop('%s')];"
+                    "runpy.run_module('sglang.launch_server',run_name='__main__',alter_sys=True)" % SGLANG_KEY_VAR)
+_GPU_ID = re.compile(r"([0-9]{1,4}|(GPU|MIG)-[0-9A-Fa-f-]{8,64})\Z")
+_PROTECT_HOME = ("yes", "no", "read-only", "tmpfs")
+
+
+def _owned(engine, arg):
+    for flag in OWNED_FLAGS[engine]:
+        if arg == flag or arg.startswith(flag + "=") or (flag == "--speculative" and arg.startswith(flag)) \
+                or arg.startswith(flag + "."):
+            return flag
+    return None
+
+
+def _extra_args(engine, values):
+    args = _gate.word_list("spec_server_extra_args", values, _gate.text)
+    for arg in args:
+        flag = _owned(engine, arg)
+        if flag:
+            where = {"--speculative": "spec_server_spec (docs/spec-methods.md)",
+                     "--api-key": "spec_server_api_key (kept out of the unit and argv)"}.get(
+                         flag, "its spec_server_* variable")
+            raise _gate.GateError("spec_server_extra_args may not carry %r: the collection sets %s itself; use %s"
+                                  % (arg, flag + "*" if flag == "--speculative" else flag, where))
+    return args
+
+
+def _env(values, field, secret=False):
+    if not isinstance(values, dict):
+        raise _gate.GateError("%s must be a mapping of names to values, got %s" % (field, type(values).__name__))
+    out = {}
+    for key, value in values.items():
+        key = _gate.name("%s key" % field, key, "env_name")
+        if isinstance(value, bool):
+            value = "true" if value else "false"
+        out[key] = _gate.text("%s.%s" % (field, key), value, allow_empty=True, secret=secret or bool(SECRET_NAME.search(key)))
+    return out
+
+
+def _gpus(values, tp):
+    def one(field, value):
+        value = _gate.text(field, value, max_len=72)
+        if not _GPU_ID.match(value):
+            raise _gate.GateError("%s must be a GPU index or a GPU-/MIG- UUID, got %r" % (field, value))
+        return value
+    gpus = _gate.word_list("spec_server_cuda_visible_devices", values, one, max_items=1024)
+    if len(set(gpus)) != len(gpus):
+        raise _gate.GateError("spec_server_cuda_visible_devices lists a GPU twice: %s" % gpus)
+    if gpus and len(gpus) < tp:
+        raise _gate.GateError("spec_server_tensor_parallel_size=%d needs at least that many GPUs in "
+                              "spec_server_cuda_visible_devices=%s" % (tp, gpus))
+    return gpus
+
+
+def _probe_host(host):
+    if host in ("0.0.0.0", ""):
+        return "127.0.0.1"
+    if host == "::":
+        return "[::1]"
+    return "[%s]" % host if ":" in host else host
+
+
+def _base_argv(s, engine, model, tp, secrets):
+    if engine == "vllm":
+        argv = [s["executable"], "serve", model]
+    elif SGLANG_KEY_VAR in secrets:
+        argv = [s["executable"], "-c", _SGLANG_LAUNCHER, "--model-path", model]
+    else:
+        argv = [s["executable"], "-m", "sglang.launch_server", "--model-path", model]
+    argv += ["--host", s["host"], "--port", str(s["port"])]
+    argv += ["--tensor-parallel-size" if engine == "vllm" else "--tp-size", str(tp)]
+    if s["served_model_name"]:
+        argv += ["--served-model-name", s["served_model_name"]]
+    if s["gpu_memory_utilization"] is not None:
+        argv += ["--gpu-memory-utilization" if engine == "vllm" else "--mem-fraction-static",
+                 repr(s["gpu_memory_utilization"])]
+    if s["max_model_len"] is not None:
+        argv += ["--max-model-len" if engine == "vllm" else "--context-length", str(s["max_model_len"])]
+    return argv
+
+
+def _secrets(engine, env, secret_env, api_key):
+    moved = {k: v for k, v in env.items() if SECRET_NAME.search(k)}
+    plain = {k: v for k, v in env.items() if k not in moved}
+    secrets = dict(moved, **secret_env)
+    if api_key:
+        secrets["VLLM_API_KEY" if engine == "vllm" else SGLANG_KEY_VAR] = api_key
+    return plain, secrets
+
+
+def _split_env(engine, s):
+    api_key = _gate.text("spec_server_api_key", s.get("api_key") or "", max_len=1024, allow_empty=True, secret=True)
+    return _secrets(engine, _env(s.get("env") or {}, "spec_server_env"),
+                    _env(s.get("secret_env") or {}, "spec_server_secret_env", secret=True), api_key)
+
+
+def secret_env_text(settings):
+    """The environment file's text (``NAME='value'`` lines) for the secrets of ``settings``; '' if none."""
+    _plain, secrets = _split_env(settings.get("engine"), settings)
+    return "".join(_unit.env_file_line(k, secrets[k]) for k in sorted(secrets))
+
+
+def _optional(value, check):
+    return None if value is None or value == "" else check(value)
+
+
+def unit_settings(settings):
+    """Check the role's variables (names without ``spec_server_``) and return what the unit writes."""
+    g = _gate
+    s = dict(settings)
+    engine = s.get("engine")
+    if engine not in _spec.ENGINES:
+        raise g.GateError("spec_server_engine must be one of %s, got %r" % (", ".join(_spec.ENGINES), engine))
+    tp = g.integer("spec_server_tensor_parallel_size", s.get("tensor_parallel_size", 1), 1, 64)
+    s["unit"] = g.name("spec_server_unit", s["unit"], "unit")
+    s["executable"] = g.path("spec_server_executable", s["executable"])
+    model = g.text("spec_server_model", s.get("model"), no_dash=True)
+    s["served_model_name"] = g.text("spec_server_served_model_name", s.get("served_model_name") or "",
+                                    max_len=255, allow_empty=True, no_dash=True)
+    s["host"] = g.name("spec_server_host", s.get("host") or "", "host")
+    s["port"] = g.integer("spec_server_port", s.get("port"), 1, 65535)
+    s["gpu_memory_utilization"] = _optional(s.get("gpu_memory_utilization"), lambda v: g.number(
+        "spec_server_gpu_memory_utilization", v, 0.0, 1.0, lo_open=True))
+    s["max_model_len"] = _optional(s.get("max_model_len"), lambda v: g.integer(
+        "spec_server_max_model_len", v, 16, 1 << 24))
+    gpus = _gpus(s.get("cuda_visible_devices") or [], tp)
+    spec = _spec.normalize(s.get("spec"), engine, tp)
+    extra = _extra_args(engine, s.get("extra_args") or [])
+    plain, secrets = _split_env(engine, s)
+    # NVML numbers GPUs in PCI bus order, CUDA by default fastest first: make CUDA_VISIBLE_DEVICES
+    # name the GPUs that gpu_reclaim and nvidia-smi call by the same index.
+    environment = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    if gpus:
+        environment["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
+    environment.update(plain)
+
+    user = g.name("spec_server_user", s["user"], "user")
+    group = g.name("spec_server_group", s["group"], "user")
+    working_dir = g.path("spec_server_working_dir", s["working_dir"])
+    rw_paths = g.word_list("spec_server_read_write_paths", s.get("read_write_paths") or [], g.path)
+    devices = g.word_list("spec_server_device_allow", s.get("device_allow") or [],
+                          lambda f, v: g.name(f, v, "device_allow"))
+    syscalls = g.word_list("spec_server_syscall_deny", s.get("syscall_deny") or [],
+                           lambda f, v: g.name(f, v, "syscall"))
+    protect_home = s.get("protect_home", "yes")
+    protect_home = {True: "yes", False: "no"}.get(protect_home, protect_home)
+    if protect_home not in _PROTECT_HOME:
+        raise g.GateError("spec_server_protect_home must be one of %s, got %r" % (", ".join(_PROTECT_HOME), protect_home))
+    env_file = g.path("spec_server_env_file", s["env_file"]) if secrets else ""
+
+    argv = _base_argv(s, engine, model, tp, secrets) + _spec.engine_args(spec, engine, tp) + extra
+    ready_url = s.get("ready_url") or "http://%s:%d" % (_probe_host(s["host"]), s["port"])
+    g.text("spec_server_ready_url", ready_url, max_len=2048)
+    return {
+        "engine": engine,
+        "unit": s["unit"],
+        "label": g.text("spec label", _spec.describe(spec)),
+        "spec": spec,
+        "argv": argv,
+        "exec_start": _unit.exec_line(argv),
+        "environment": _unit.env_line(environment),
+        "secret_names": sorted(secrets),
+        "env_file": env_file,
+        "env_file_line": env_file.replace("%", "%%"),
+        "user": user,
+        "group": group,
+        "working_dir_line": working_dir.replace("%", "%%"),
+        "read_write_paths": [_unit.exec_line([p]) for p in [working_dir] + rw_paths],
+        "device_allow": ["char-nvidia* rw"] + devices,
+        "syscall_filter": ("~" + " ".join(syscalls)) if syscalls else "",
+        "protect_home": protect_home,
+        "hardening": g.boolean("spec_server_hardening", s.get("hardening", True)),
+        "start_timeout": g.integer("spec_server_start_timeout", s.get("start_timeout"), 1, 7 * 86400),
+        "stop_timeout": g.integer("spec_server_stop_timeout", s.get("stop_timeout"), 1, 86400),
+        "restart_sec": g.integer("spec_server_restart_sec", s.get("restart_sec"), 0, 86400),
+        "start_limit_burst": g.integer("spec_server_start_limit_burst", s.get("start_limit_burst"), 1, 10000),
+        "start_limit_interval": g.integer("spec_server_start_limit_interval", s.get("start_limit_interval"), 0, 7 * 86400),
+        "model_name": s["served_model_name"] or model,
+        "ready_url": ready_url,
+        "gpus": gpus,
+        "tensor_parallel_size": tp,
+    }

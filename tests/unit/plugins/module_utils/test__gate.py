@@ -1,0 +1,186 @@
+"""The one validation gate: what the review of 2026-12-01 injected is refused, naming the field.
+
+Each finding of issue 12 that concerns rendering is replayed here with the reviewer's own values
+(shared/reference/review-2026-12-01/inj.json, inj2.json, sec.json, t_spec.py) against the real template.
+"""
+from __future__ import annotations
+
+import shlex
+
+import pytest
+
+from ansible_collections.llmops.specdec.plugins.module_utils import _gate, _server, _spec, _unit
+from ansible_collections.llmops.specdec.tests.unit.plugins.module_utils.systemd_syntax import (
+    parse_environment, parse_exec,
+)
+from ansible_collections.llmops.specdec.tests.unit.plugins.module_utils.unit_render import (
+    directives, render, settings, values,
+)
+
+INJECTION = 'org/head\n[Service]\nExecStartPre=+/bin/sh -c "id > /root/pwned"'
+BASE_DIRECTIVES = directives(render()[0])
+
+
+def _refused(match, **overrides):
+    with pytest.raises((_gate.GateError, _spec.SpecError, _unit.UnitQuoteError)) as info:
+        render(**overrides)
+    assert match in str(info.value), str(info.value)
+    return str(info.value)
+
+
+# --- inj.json: a newline in draft_model became an ExecStartPre=+ line through the header comment
+@pytest.mark.parametrize("sep", ["\n", "\r", "\x00", "\x85", "\u2028", "\u2029", "\x1b", "\x7f"])
+def test_control_characters_in_a_spec_string_are_refused_naming_the_field(sep):
+    bad = INJECTION.replace("\n", sep)
+    msg = _refused("draft_model contains a control or line-separator character",
+                   spec={"method": "eagle3", "num_speculative_tokens": 3, "draft_model": bad})
+    assert "U+%04X" % ord(sep) in msg
+
+
+def test_draft_quantization_newline_and_flag_lookalikes_are_refused():
+    _refused("draft_quantization contains a control", engine="sglang", executable="/usr/bin/python3",
+             spec={"method": "eagle3", "draft_model": "x", "draft_quantization": "fp8\nExecStartPost=+/usr/bin/id"})
+    _refused("draft_quantization may not start with '-'", engine="sglang", executable="/usr/bin/python3",
+             spec={"method": "eagle3", "draft_model": "x", "draft_quantization": "--served-model-name"})
+    _refused("draft_model may not start with '-'", engine="sglang", executable="/usr/bin/python3",
+             spec={"method": "eagle3", "draft_model": "--trust-remote-code"})
+    _refused("at most 1024 allowed", spec={"method": "eagle3", "num_speculative_tokens": 3,
+                                           "draft_model": "/m/" + "a" * 100000})
+
+
+# --- inj2.json: newlines in User=, DeviceAllow=, SystemCallFilter= became directives
+@pytest.mark.parametrize("field, value, match", [
+    ("user", "vllm\nExecStartPre=+/usr/bin/touch /root/x", "spec_server_user contains a control"),
+    ("user", "root user", "spec_server_user must be a user/group name"),
+    ("group", "0wheel;x", "spec_server_group must be a user/group name"),
+    ("device_allow", ["char-infiniband_verbs rw\nExecStartPost=+/usr/bin/id"], "spec_server_device_allow[0] contains"),
+    ("device_allow", ["char-infiniband_verbs rwx"], "spec_server_device_allow[0] must be a DeviceAllow= entry"),
+    ("syscall_deny", ["@clock\nExecStopPost=+/usr/bin/id"], "spec_server_syscall_deny[0] contains"),
+    ("syscall_deny", ["@clock ~@debug"], "spec_server_syscall_deny[0] must be a system call name"),
+    ("unit", "vllm.service\n[Service]", "spec_server_unit contains"),
+    ("unit", "../../etc/x.service", "spec_server_unit must be a systemd service name"),
+    ("model", "/m\nExecStartPre=/bin/id", "spec_server_model contains"),
+    ("served_model_name", "--trust-remote-code", "spec_server_served_model_name may not start with '-'"),
+    ("host", "0.0.0.0 --api-key x", "spec_server_host must be an IP address or host name"),
+    ("env", {"NOTE": "a\nb"}, "spec_server_env.NOTE contains"),
+    ("env", {"BAD NAME": "x"}, "spec_server_env key must be an environment variable name"),
+    ("extra_args", ["--x", "y\nExecStartPre=/bin/id"], "spec_server_extra_args[1] contains"),
+    ("extra_args", "--enforce-eager", "spec_server_extra_args must be a list"),
+    ("working_dir", "/var/lib/a\u2028b", "spec_server_working_dir contains"),
+    ("read_write_paths", ["/srv/../etc"], "spec_server_read_write_paths[0] must be a normalised path"),
+    ("protect_home", "yes\nx", "spec_server_protect_home must be one of"),
+])
+def test_every_rendered_role_variable_passes_the_gate(field, value, match):
+    _refused(match, **{field: value})
+
+
+@pytest.mark.parametrize("field, value, match", [
+    ("port", 0, "spec_server_port must be between 1 and 65535"),
+    ("port", 70000, "spec_server_port must be between 1 and 65535"),
+    ("port", "80 --x", "spec_server_port must be an integer"),
+    ("port", True, "spec_server_port must be an integer"),
+    ("gpu_memory_utilization", 0, "spec_server_gpu_memory_utilization must be > 0.0"),
+    ("gpu_memory_utilization", 1.5, "spec_server_gpu_memory_utilization must be > 0.0 and <= 1.0"),
+    ("gpu_memory_utilization", "nan", "spec_server_gpu_memory_utilization must be a number"),
+    ("max_model_len", -1, "spec_server_max_model_len must be between 16"),
+    ("max_model_len", "1e9", "spec_server_max_model_len must be an integer"),
+    ("tensor_parallel_size", 0, "spec_server_tensor_parallel_size must be between 1 and 64"),
+    ("start_limit_burst", 0, "spec_server_start_limit_burst must be between 1"),
+    ("cuda_visible_devices", ["0", "0"], "lists a GPU twice"),
+    ("cuda_visible_devices", ["0,1"], "spec_server_cuda_visible_devices[0] must be a GPU index"),
+])
+def test_ranges_are_checked_before_the_host_is_touched(field, value, match):
+    _refused(match, **{field: value})
+
+
+def test_tensor_parallel_size_is_checked_against_the_gpus_given():
+    _refused("spec_server_tensor_parallel_size=4 needs at least that many GPUs",
+             tensor_parallel_size=4, cuda_visible_devices=[0, 1])
+    text, checked = render(tensor_parallel_size=2, cuda_visible_devices=[4, "5"])
+    assert parse_environment(values(text, "Environment")[0])["CUDA_VISIBLE_DEVICES"] == "4,5"
+    assert checked["gpus"] == ["4", "5"]
+
+
+@pytest.mark.parametrize("engine, arg", [
+    ("vllm", "--speculative-config"), ("vllm", '--speculative-config={"method":"ngram"}'),
+    ("vllm", "--speculative-config.method"), ("vllm", "--port"), ("vllm", "--host=0.0.0.0"), ("vllm", "-tp"),
+    ("vllm", "--api-key"), ("sglang", "--speculative-algorithm"), ("sglang", "--tp-size"),
+    ("sglang", "--model-path"), ("sglang", "--api-key=x"),
+])
+def test_extra_args_may_not_carry_the_flags_the_collection_owns(engine, arg):
+    exe = "/usr/local/bin/vllm" if engine == "vllm" else "/usr/bin/python3"
+    msg = _refused("spec_server_extra_args may not carry", engine=engine, executable=exe, extra_args=[arg, "x"])
+    assert "spec_server_" in msg  # says which variable to use instead
+
+
+def test_extra_args_that_only_look_alike_pass():
+    _text, checked = render(extra_args=["--enforce-eager", "--hosting-note", "--portable"])
+    assert checked["argv"][-3:] == ["--enforce-eager", "--hosting-note", "--portable"]
+
+
+# --- sec.json: HF_TOKEN and --api-key were written into the 0644 unit
+def test_secrets_never_reach_the_unit_text_or_argv():
+    text, checked = render(env={"HF_TOKEN": "hf_TOPSECRET", "HF_HOME": "/var/lib/vllm/hf"},
+                           secret_env={"WANDB_KEY": "wb_TOPSECRET"}, api_key="sk-TOPSECRET")
+    assert "TOPSECRET" not in text
+    assert "TOPSECRET" not in repr(checked)
+    assert checked["secret_names"] == ["HF_TOKEN", "VLLM_API_KEY", "WANDB_KEY"]
+    assert values(text, "EnvironmentFile") == ["/etc/llmops-specdec/secrets/vllm-server.service.env"]
+    assert parse_environment(values(text, "Environment")[0]) == {"CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+                                                                 "HF_HOME": "/var/lib/vllm/hf"}
+    env_file = _server.secret_env_text(settings(
+        env={"HF_TOKEN": "hf_TOPSECRET"}, secret_env={"WANDB_KEY": "wb_TOPSECRET"}, api_key="sk-TOPSECRET"))
+    assert dict(shlex.split(line)[0].split("=", 1) for line in env_file.splitlines()) == {
+        "HF_TOKEN": "hf_TOPSECRET", "VLLM_API_KEY": "sk-TOPSECRET", "WANDB_KEY": "wb_TOPSECRET"}
+
+
+def test_sglang_gets_its_key_inside_the_launcher_not_on_the_command_line():
+    text, checked = render(engine="sglang", executable="/usr/bin/python3", unit="sglang-server.service",
+                           api_key="sk-TOPSECRET", port=30000)
+    argv = parse_exec(values(text, "ExecStart")[0])
+    assert "sk-TOPSECRET" not in text and "sk-TOPSECRET" not in " ".join(argv)
+    assert argv[:2] == ["/usr/bin/python3", "-c"] and "SPECDEC_API_KEY" in argv[2]
+    assert argv[3:5] == ["--model-path", "/models/llama"]
+    assert checked["secret_names"] == ["SPECDEC_API_KEY"]
+    # Without a key the plain module form stays (what gpu_reclaim and the docs show).
+    assert render(engine="sglang", executable="/usr/bin/python3", port=30000)[1]["argv"][1:3] == [
+        "-m", "sglang.launch_server"]
+
+
+def test_a_refused_secret_is_never_quoted_in_the_message():
+    for kwargs in ({"api_key": "sk-TOPSECRET\n"}, {"secret_env": {"X": "TOPSECRET\r\n"}},
+                   {"env": {"HF_TOKEN": "hf_TOPSECRET\n"}}):
+        msg = _refused("contains a control", **kwargs)
+        assert "TOPSECRET" not in msg and "(value hidden)" in msg
+
+
+@pytest.mark.parametrize("value", ["plain", "it's", 'a "q" $HOME `id` \\n', "%h %%", " lead and trail "])
+def test_env_file_lines_read_back_exactly(value):
+    line = _unit.env_file_line("K", value)
+    assert line.endswith("\n") and line.count("\n") == 1
+    assert shlex.split(line) == ["K=" + value]
+
+
+def test_accepted_values_render_only_the_template_directives():
+    text, checked = render(spec={"method": "eagle3", "num_speculative_tokens": 3,
+                                 "draft_model": '/m/x","method":"ngram %h $HOME'},
+                           served_model_name="llama %n $USER", device_allow=["char-infiniband_verbs rw", "/dev/nvme0n1 r"])
+    got = directives(text)
+    assert got.count(("[Service]", "DeviceAllow")) == 3
+    assert [d for d in got if d != ("[Service]", "DeviceAllow")] == [d for d in BASE_DIRECTIVES
+                                                                      if d != ("[Service]", "DeviceAllow")]
+    assert parse_exec(values(text, "ExecStart")[0]) == checked["argv"]
+    assert '"model":"/m/x\\",\\"method\\":\\"ngram %h $HOME"' in checked["argv"][-1]
+
+
+def test_the_gate_helpers():
+    assert _gate.integer("f", " 42 ", 1, 100) == 42
+    assert _gate.number("f", "0.5", 0, 1) == 0.5
+    assert _gate.boolean("f", "yes") is True and _gate.boolean("f", 0) is False
+    with pytest.raises(_gate.GateError, match="f must be a boolean"):
+        _gate.boolean("f", "maybe")
+    assert _gate.suggest("prompt_lookup_mx", _spec.PARAMS) == "prompt_lookup_max"
+    assert _gate.suggest("zzz", _spec.PARAMS) is None
+    assert _gate.text("f", 70) == "70"
+    with pytest.raises(_gate.GateError, match="f must be text"):
+        _gate.text("f", float("inf"))
