@@ -31,7 +31,8 @@ def render(env, text, **kw):
 
 def test_filter_names():
     assert sorted(FilterModule().filters()) == [
-        "spec_args", "spec_describe", "spec_normalize", "systemd_env", "systemd_exec"]
+        "server_secret_env", "server_unit", "spec_args", "spec_describe", "spec_normalize", "systemd_env",
+        "systemd_exec"]
 
 
 def test_spec_args_and_exec_in_a_template(env):
