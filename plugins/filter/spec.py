@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _gate, _server, _spec, _unit
+from ansible_collections.llmops.specdec.plugins.module_utils import _gate, _server, _spec, _switch, _unit
 
 
 def _wrap(name, func):
@@ -42,6 +42,10 @@ def server_secret_env(settings):
     return _server.secret_env_text(settings)
 
 
+def switch_settings(settings):
+    return _switch.settings(settings)
+
+
 def systemd_exec(argv):
     return _unit.exec_line(argv)
 
@@ -52,5 +56,5 @@ def systemd_env(env):
 
 class FilterModule:
     def filters(self):
-        funcs = (spec_normalize, spec_args, spec_describe, server_unit, server_secret_env, systemd_exec, systemd_env)
+        funcs = (spec_normalize, spec_args, spec_describe, server_unit, server_secret_env, switch_settings, systemd_exec, systemd_env)
         return {f.__name__: _wrap(f.__name__, f) for f in funcs}

@@ -1,8 +1,10 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The canonical speculative-decoding parameter names, so playbooks can read them from flat vars."""
+"""The request from flat vars: the canonical parameter names, and the request built from them."""
 from __future__ import annotations
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _spec
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.llmops.specdec.plugins.module_utils import _request, _spec, _verdict
 
 
 def spec_param_names(_ignored=None):
@@ -11,6 +13,13 @@ def spec_param_names(_ignored=None):
     return sorted(_spec.PARAMS)
 
 
+def spec_request(flat, method=None, spec_params=None, present=()):
+    try:
+        return _request.build(method, flat, spec_params, present, sorted(_verdict.DEFAULT_THRESHOLDS))
+    except _request.RequestError as exc:
+        raise AnsibleFilterError("spec_request: %s" % exc)
+
+
 class FilterModule:
     def filters(self):
-        return {"spec_param_names": spec_param_names}
+        return {"spec_param_names": spec_param_names, "spec_request": spec_request}

@@ -9,6 +9,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
+
+# A reason can quote an engine's or Ansible's message: keep each record on one line of the report.
+_BREAKS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
+
+
+def _md(value):
+    """Text for one Markdown table cell or list item: no line breaks, '|' and '<' escaped."""
+    return _BREAKS.sub(" ", str(value)).replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;")
 
 
 def _first_level(summary):
@@ -38,14 +47,14 @@ def markdown(records, generated_at):
         cand = _first_level(rec.get("result"))[1]
         base, cand = base or {}, cand or {}
         out.append("| %s | %s | %s | %s | %s | **%s** | %s | %s | %s | %s | %s / %s | %s / %s |" % (
-            rec["host"], rec.get("engine", "-"), rec.get("model", "-"), rec["suite"], rec["label"],
+            _md(rec["host"]), _md(rec.get("engine", "-")), _md(rec.get("model", "-")), _md(rec["suite"]), _md(rec["label"]),
             rec["outcome"].replace("_", " "), level if level is not None else "-",
             _fmt(base.get("output_tok_s")), _fmt(cand.get("output_tok_s")),
             "-" if rec.get("speedup") in (None, "") else "x%.2f" % float(rec["speedup"]),
             _fmt(base.get("tpot_ms"), "%.2f"), _fmt(cand.get("tpot_ms"), "%.2f"),
             _fmt(base.get("ttft_ms")), _fmt(cand.get("ttft_ms"))))
     out += ["", "## Why", ""]
-    out += ["- %s" % verdict_line(rec) for rec in records]
+    out += ["- %s" % _md(verdict_line(rec)) for rec in records]
     thresholds = next((r.get("thresholds") for r in records if r.get("thresholds")), None)
     if thresholds:
         out += ["", "Thresholds: " + ", ".join("%s=%s" % kv for kv in sorted(thresholds.items()))]

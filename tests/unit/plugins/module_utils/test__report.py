@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import re
 import struct
 
 from ansible_collections.llmops.specdec.plugins.module_utils import _report
@@ -51,3 +52,16 @@ def test_write_if_changed_and_history(tmp_path):
     _report.history_append(h, [REC, REC])
     lines = open(h).read().splitlines()
     assert len(lines) == 2 and json.loads(lines[0])["host"] == "gpu1"
+
+
+def test_markdown_keeps_hostile_text_inside_its_cell():
+    rec = {"host": "h1", "engine": "vllm", "model": "m|x", "suite": "reasoning", "label": "ngram k=5",
+           "outcome": "failed", "reason": "candidate failed: line one\nline two | <b>x</b>\u2028# heading",
+           "speedup": None, "baseline": None, "result": None}
+    text = _report.markdown([rec], "now")
+    row = [line for line in text.splitlines() if line.startswith("| h1 ")][0]
+    assert "m\\|x" in row
+    assert len(re.findall(r"(?<!\\)\|", row)) == 13  # 12 cells: the escaped '|' does not open a 13th
+    why = [line for line in text.splitlines() if line.startswith("- h1: FAILED")][0]
+    assert "line one line two \\| &lt;b>x&lt;/b> # heading" in why
+    assert "\n# heading" not in text and "\nline two" not in text

@@ -1,0 +1,54 @@
+# -*- coding: utf-8 -*-
+# Copyright: llmops.specdec contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The spec_switch role's own settings, checked by the gate before the host is touched.
+
+``settings(values) -> dict`` takes the role's variables without their ``spec_switch_`` prefix and
+returns them checked and typed; a refusal is a ``GateError`` naming the variable. The suite names a
+baseline file and labels Prometheus series, the state and lock paths are where root writes: all of
+them reach the host, so all of them pass here.
+"""
+from __future__ import annotations
+
+from ansible_collections.llmops.specdec.plugins.module_utils import _gate, _suites
+
+__all__ = ["settings"]
+
+
+def _choice(field, value, choices):
+    if value not in choices:
+        raise _gate.GateError("%s must be one of %s, got %r" % (field, ", ".join(choices), value))
+    return value
+
+
+def settings(values):
+    g = _gate
+    v = values
+
+    def concurrency(field, item):
+        return g.integer(field, item, 1, 4096)
+
+    levels = g.word_list("spec_switch_bench_concurrency", v.get("bench_concurrency") or [], concurrency, max_items=32)
+    if not levels:
+        raise g.GateError("spec_switch_bench_concurrency must list at least one concurrency level")
+    textfile = v.get("textfile_dir") or ""
+    return {
+        "suite": _choice("spec_switch_suite", v.get("suite"), _suites.CATEGORIES),
+        "bench_api": _choice("spec_switch_bench_api", v.get("bench_api"), ("completions", "chat")),
+        "bench_concurrency": sorted(set(levels)),
+        "bench_requests": g.integer("spec_switch_bench_requests", v.get("bench_requests"), 1, 100000),
+        "bench_warmup": g.integer("spec_switch_bench_warmup", v.get("bench_warmup"), 0, 10000),
+        "bench_max_tokens": g.integer("spec_switch_bench_max_tokens", v.get("bench_max_tokens"), 1, 1 << 20),
+        "bench_timeout": g.number("spec_switch_bench_timeout", v.get("bench_timeout"), 0.0, 86400.0, lo_open=True),
+        "bench_request_timeout": g.number("spec_switch_bench_request_timeout", v.get("bench_request_timeout", 600),
+                                          0.0, 86400.0, lo_open=True),
+        "bench_run_timeout": g.integer("spec_switch_bench_run_timeout", v.get("bench_run_timeout", 1800), 1, 86400),
+        "missing_baseline": _choice("spec_switch_missing_baseline", v.get("missing_baseline"), ("measure", "fail")),
+        "reclaim_scope": _choice("spec_switch_reclaim_scope", v.get("reclaim_scope"), ("unit", "gpu")),
+        "reclaim_verify_timeout": g.integer("spec_switch_reclaim_verify_timeout", v.get("reclaim_verify_timeout"),
+                                            1, 3600),
+        "state_dir": g.path("spec_switch_state_dir", v.get("state_dir")),
+        "lock_path": g.path("spec_switch_lock_path", v.get("lock_path")),
+        "lock_wait": g.integer("spec_switch_lock_wait", v.get("lock_wait"), 0, 86400),
+        "textfile_dir": g.path("spec_switch_textfile_dir", textfile) if textfile else "",
+    }
