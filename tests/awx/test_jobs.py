@@ -159,6 +159,22 @@ def test_switch_thresholds_from_the_survey_decide(fleet, job):
     assert verdict["thresholds"]["min_speedup"] == 50.0 and verdict["outcome"] == "rolled_back", verdict
 
 
+def test_a_hostile_survey_answer_is_refused_with_the_host_untouched(fleet, job):
+    """Issue 12: a newline in a survey's free-text field once became an ExecStartPre=+ line (root)."""
+    fleet.set_host_vars(HOST)
+    before = unit_file(fleet)
+    pid = fleet.shell(HOST, "systemctl", "show", "-p", "MainPID", "--value", UNIT).stdout
+    done = job("specdec switch", {"method": "eagle3", "num_speculative_tokens": 3,
+                                  "draft_model": 'org/head\n[Service]\nExecStartPre=+/bin/sh -c "id > /root/pwned"'})
+    assert done.status == "failed", done
+    said = " ".join(done.stdout.split())  # the callback may wrap long messages
+    assert "draft_model contains a control or line-separator character (U+000A" in said, done.stdout[-3000:]
+    assert "Take the host's switch lock" not in said
+    assert unit_file(fleet) == before and unit_state(fleet) == "active"
+    assert fleet.shell(HOST, "systemctl", "show", "-p", "MainPID", "--value", UNIT).stdout == pid
+    assert fleet.shell(HOST, "test", "-e", "/root/pwned", check=False).returncode == 1
+
+
 def test_rollback_job_restores_the_configuration_before_the_kept_switch(fleet, job):
     done = job("specdec rollback")
     assert done.status == "successful", done
