@@ -1,0 +1,118 @@
+# -*- coding: utf-8 -*-
+# Copyright: llmops.specdec contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The unit systemd actually loads, and a snapshot of it that a rollback can trust.
+
+``inspect(run_command, unit, managed_path)`` reads ``systemctl show`` (``LoadState``,
+``FragmentPath``, ``DropInPaths``, ``ActiveState``) and the drop-ins themselves, and names the
+problem when the role's view of the unit is wrong: the unit is loaded from another file (a unit
+shipped in ``/lib/systemd/system``, a copy in ``/run``), or a drop-in sets ``ExecStart=`` (it would
+silently replace every candidate's command). ``snapshot(...)`` copies the managed file to the state
+directory (0600, atomically), checks that the copy has the same SHA-256 as the file and that
+``systemd-analyze verify`` reads it without an error. Both run before anything is stopped.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import tempfile
+
+__all__ = ["inspect", "snapshot", "sha256_file", "exec_start_drop_ins", "UnitFileError"]
+
+SHOW = ["LoadState", "FragmentPath", "DropInPaths", "ActiveState", "UnitFileState"]
+_EXEC_START = re.compile(r"^\s*ExecStart\s*=", re.M)
+
+
+class UnitFileError(Exception):
+    """The unit is not where the role manages it, or its snapshot cannot be trusted."""
+
+
+def sha256_file(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 16), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def exec_start_drop_ins(paths, read=None):
+    """The drop-ins among ``paths`` that set ``ExecStart=`` (in their [Service] section or anywhere)."""
+    read = read or _read
+    return [p for p in paths if _EXEC_START.search(read(p) or "")]
+
+
+def _read(path):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def _show(run_command, unit):
+    rc, out, err = run_command(["systemctl", "show", unit, "--property=" + ",".join(SHOW)])
+    if rc != 0:
+        raise UnitFileError("systemctl show %s failed (rc=%d): %s" % (unit, rc, (err or out).strip()))
+    props = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+    return {k: props.get(k, "") for k in SHOW}
+
+
+def inspect(run_command, unit, managed_path, read=None):
+    """What systemd loads for ``unit``; ``problem`` is None when it is the role's file with no ExecStart drop-in."""
+    props = _show(run_command, unit)
+    drop_ins = props["DropInPaths"].split() if props["DropInPaths"] else []
+    fragment = props["FragmentPath"]
+    info = {
+        "load_state": props["LoadState"], "active_state": props["ActiveState"], "fragment_path": fragment,
+        "drop_in_paths": drop_ins, "exec_start_drop_ins": exec_start_drop_ins(drop_ins, read),
+        "exists": os.path.isfile(managed_path), "problem": None,
+    }
+    if fragment and os.path.realpath(fragment) != os.path.realpath(managed_path):
+        info["problem"] = ("%s is loaded from %s, not from %s, which this role manages: a switch would install a "
+                           "candidate systemd never reads, and a rollback would lose it. Move the unit to %s (or set "
+                           "spec_server_unit_path to %s)" % (unit, fragment, managed_path, managed_path, fragment))
+    elif info["exec_start_drop_ins"]:
+        info["problem"] = ("%s has drop-ins that set ExecStart= (%s): they replace every candidate's command. "
+                           "Remove ExecStart= from them (other settings in drop-ins are fine)"
+                           % (unit, ", ".join(info["exec_start_drop_ins"])))
+    return info
+
+
+def snapshot(run_command, src, dest):
+    """Copy ``src`` to ``dest`` (0600, atomic) and verify it; returns {path, sha256, changed}."""
+    want = sha256_file(src)
+    changed = not (os.path.isfile(dest) and sha256_file(dest) == want)
+    if changed:
+        directory = os.path.dirname(dest)
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".snapshot-")
+        try:
+            with os.fdopen(fd, "wb") as out, open(src, "rb") as f:
+                out.write(f.read())
+            os.chmod(tmp, 0o600)
+            os.replace(tmp, dest)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+    got = sha256_file(dest)
+    if got != want:
+        raise UnitFileError("the snapshot %s of %s has SHA-256 %s, the unit %s: refusing to switch" % (dest, src, got, want))
+    verify(run_command, dest, os.path.basename(src))
+    return {"path": dest, "sha256": got, "changed": changed}
+
+
+def verify(run_command, path, unit_name):
+    """``systemd-analyze verify`` on a copy named as the unit (it derives the type from the name)."""
+    directory = tempfile.mkdtemp(prefix="specdec-verify-")
+    try:
+        copy = os.path.join(directory, unit_name)
+        with open(path, "rb") as f, open(copy, "wb") as out:
+            out.write(f.read())
+        rc, out, err = run_command(["systemd-analyze", "verify", copy])
+        if rc != 0:
+            raise UnitFileError("systemd-analyze verify refuses %s (rc=%d): %s" % (path, rc, (err or out).strip()[-800:]))
+    finally:
+        for name in os.listdir(directory):
+            os.unlink(os.path.join(directory, name))
+        os.rmdir(directory)

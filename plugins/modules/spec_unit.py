@@ -1,0 +1,147 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: spec_unit
+short_description: Check that systemd loads the unit the role manages, and take a verified snapshot of it
+version_added: 0.2.0
+description:
+  - Reads C(systemctl show) (C(LoadState), C(FragmentPath), C(DropInPaths), C(ActiveState)) and the drop-ins of
+    O(name), and fails before anything is stopped when the unit is loaded from another file than O(path) (a unit
+    shipped in C(/lib/systemd/system), a copy in C(/run)) or a drop-in sets C(ExecStart=), which would silently
+    replace every candidate's command.
+  - With O(snapshot), copies O(path) there (mode 0600, atomically), checks the copy's SHA-256 against the unit and
+    that C(systemd-analyze verify) reads it, and fails when either check fails. A snapshot is never written while
+    O(unfinished) exists (the guard of a run that did not finish still restores from it).
+  - One call for what the switch reads before it touches the host.
+author:
+  - llmops.specdec developers (@llmops)
+extends_documentation_fragment:
+  - llmops.specdec._attributes
+options:
+  name:
+    description: The systemd unit.
+    type: str
+    required: true
+  path:
+    description: The unit file the role manages (C(spec_server_unit_path)).
+    type: path
+    required: true
+  snapshot:
+    description: Where to keep the verified copy of O(path); omit to only inspect.
+    type: path
+  unfinished:
+    description: A file whose existence means an unfinished run still owns the snapshot (its guard state).
+    type: path
+attributes:
+  check_mode:
+    support: full
+    details: The snapshot is not written; RV(snapshot) says whether it would change.
+  diff_mode:
+    support: none
+  idempotent:
+    support: full
+"""
+
+EXAMPLES = r"""
+- name: Check the unit and snapshot it before the switch
+  llmops.specdec.spec_unit:
+    name: vllm-server.service
+    path: /etc/systemd/system/vllm-server.service
+    snapshot: /var/lib/llmops-specdec/snapshot/vllm-server.service
+    unfinished: /var/lib/llmops-specdec/guard/vllm-server.service.json
+  register: unit
+"""
+
+RETURN = r"""
+exists:
+  description: Whether O(path) exists.
+  returned: always
+  type: bool
+sha256:
+  description: SHA-256 of O(path); empty when it does not exist.
+  returned: always
+  type: str
+load_state:
+  description: systemd's C(LoadState) of the unit (V(loaded), V(not-found)...).
+  returned: always
+  type: str
+active_state:
+  description: systemd's C(ActiveState).
+  returned: always
+  type: str
+fragment_path:
+  description: The file systemd loads the unit from; empty when it is not loaded.
+  returned: always
+  type: str
+drop_in_paths:
+  description: The unit's drop-ins.
+  returned: always
+  type: list
+  elements: str
+exec_start_drop_ins:
+  description: The drop-ins that set C(ExecStart=) (the module fails when there are any).
+  returned: always
+  type: list
+  elements: str
+snapshot:
+  description: The verified copy, C(path), C(sha256), C(changed); null without O(snapshot) or without a unit.
+  returned: always
+  type: dict
+"""
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.llmops.specdec.plugins.module_utils import _unitfile
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            name=dict(type="str", required=True),
+            path=dict(type="path", required=True),
+            snapshot=dict(type="path"),
+            unfinished=dict(type="path"),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+
+    def run(argv):
+        return module.run_command(argv)
+
+    try:
+        info = _unitfile.inspect(run, p["name"], p["path"])
+    except _unitfile.UnitFileError as exc:
+        module.fail_json(msg=str(exc))
+    info["sha256"] = _unitfile.sha256_file(p["path"]) if info["exists"] else ""
+    info["snapshot"] = None
+    problem = info.pop("problem")
+    if problem:
+        module.fail_json(msg=problem + "; nothing was changed.", **info)
+    changed = False
+    if p["snapshot"] and info["exists"]:
+        if p["unfinished"] and os.path.exists(p["unfinished"]):
+            module.fail_json(msg="an unfinished switch still owns %s (its guard state %s exists): it restores from that "
+                                 "snapshot, so it is not overwritten; nothing was changed" % (p["snapshot"], p["unfinished"]),
+                             **info)
+        if module.check_mode:
+            same = os.path.isfile(p["snapshot"]) and _unitfile.sha256_file(p["snapshot"]) == info["sha256"]
+            info["snapshot"] = {"path": p["snapshot"], "sha256": info["sha256"], "changed": not same}
+        else:
+            try:
+                info["snapshot"] = _unitfile.snapshot(run, p["path"], p["snapshot"])
+            except (_unitfile.UnitFileError, OSError) as exc:
+                module.fail_json(msg="%s; nothing was changed." % exc, **info)
+        changed = info["snapshot"]["changed"]
+    module.exit_json(changed=changed, **info)
+
+
+if __name__ == "__main__":
+    main()
