@@ -16,13 +16,10 @@ systemd, and without this check the wait would poll a crash loop until the overa
 """
 from __future__ import annotations
 
-import http.client
 import json
-import socket
 import time
-from urllib.error import HTTPError, URLError
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _systemd
+from ansible_collections.llmops.specdec.plugins.module_utils import _http, _systemd
 
 UNIT_PROPS = [
     'ActiveState', 'SubState', 'Result', 'NRestarts', 'MainPID',
@@ -134,32 +131,6 @@ def engine_log_tail(run_command, unit, lines=5, scan=200):
     return tail[-lines:]
 
 
-def http_get(open_url, url, timeout, headers=None):
-    """GET url; return (status or None, body bytes, error text or None). Never raises for I/O."""
-    try:
-        resp = open_url(url, method='GET', timeout=timeout, headers=headers or {},
-                        follow_redirects='none', validate_certs=True)
-        try:
-            return resp.getcode(), resp.read(), None
-        finally:
-            resp.close()
-    except HTTPError as e:
-        return e.code, b'', 'HTTP %d' % e.code
-    except URLError as e:
-        reason = e.reason
-        if isinstance(reason, ConnectionRefusedError):
-            return None, b'', 'connection refused'
-        if isinstance(reason, (socket.timeout, TimeoutError)):
-            return None, b'', 'timed out after %.0f s' % timeout
-        return None, b'', str(reason)
-    except (socket.timeout, TimeoutError):
-        return None, b'', 'timed out after %.0f s' % timeout
-    except ConnectionRefusedError:
-        return None, b'', 'connection refused'
-    except (OSError, ValueError, http.client.HTTPException) as e:  # reset / bad status line at startup
-        return None, b'', '%s: %s' % (type(e).__name__, e)
-
-
 def model_ids(body):
     """The model ids listed by an OpenAI-style /v1/models body; None when the body is not that."""
     try:
@@ -170,16 +141,19 @@ def model_ids(body):
 
 
 def probe_http(open_url, base_url, engine, model=None, timeout=10.0, api_key=None):
-    """One probe of the engine's API. Return (ready, detail text)."""
-    base = base_url.rstrip('/')
+    """One probe of the engine's API. Return (ready, detail text).
+
+    Raises _http.BadHeaderValue, before any request, for an api_key that cannot be sent.
+    """
+    headers = _http.auth_headers(api_key)
+    base = _http.server_root(base_url)
     health = HEALTH_PATH[engine]
-    status, body, err = http_get(open_url, base + health, timeout)
+    status, body, err = _http.http_get(open_url, base + health, timeout)
     if status != 200:
         return False, '%s: %s' % (health, err or 'HTTP %s' % status)
     if engine != 'vllm':
         return True, '%s: 200' % health
-    headers = {'Authorization': 'Bearer %s' % api_key} if api_key else None
-    status, body, err = http_get(open_url, base + '/v1/models', timeout, headers)
+    status, body, err = _http.http_get(open_url, base + '/v1/models', timeout, headers)
     if status != 200:
         return False, '%s: 200, /v1/models: %s' % (health, err or 'HTTP %s' % status)
     ids = model_ids(body)
@@ -197,8 +171,10 @@ def probe_cycle(open_url, run_command, url, engine, unit=None, model=None, timeo
                 sleep=time.sleep):
     """Poll until ready or until ``timeout`` seconds pass; raise Crashed on a dead unit.
 
-    Returns a dict: ready, msg, state (unit state dict or None), elapsed, probes.
+    Returns a dict: ready, msg, state (unit state dict or None), elapsed, probes. An api_key that
+    cannot be sent (a control character) raises _http.BadHeaderValue before any request.
     """
+    _http.check_api_key(api_key)
     t0 = clock()
     deadline = t0 + max(0.0, float(timeout))
     probes = 0

@@ -21,16 +21,13 @@ description:
     See the P(llmops.specdec.spec_server#role) role's C(wait_ready.yml).
   - On a crash the engine's last journal lines are returned (RV(log_tail)) and added to the message.
   - The module never changes anything.
+  - O(api_key) is sent to C(/v1/models) only; the health endpoints of both engines answer without a key.
 author:
   - llmops.specdec developers (@llmops)
 extends_documentation_fragment:
   - llmops.specdec._attributes
+  - llmops.specdec.engine_api
 options:
-  url:
-    description:
-      - Base URL of the server, without a path, for example C(http://127.0.0.1:8000).
-    type: str
-    required: true
   engine:
     description:
       - Which engine serves O(url); it selects the readiness check.
@@ -57,15 +54,6 @@ options:
       - Baseline of the unit's C(NRestarts). The module fails when C(NRestarts) is above it.
       - Omit it to skip that check (the unit's other states are still checked).
     type: int
-  api_key:
-    description:
-      - Bearer token for C(/v1/models) when vLLM runs with C(--api-key).
-    type: str
-  validate_certs:
-    description:
-      - Whether to validate TLS certificates for an C(https) O(url).
-    type: bool
-    default: true
 attributes:
   check_mode:
     support: full
@@ -184,24 +172,24 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import open_url
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _ready
+from ansible_collections.llmops.specdec.plugins.module_utils import _http, _ready
 
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
-            url=dict(type='str', required=True),
+        argument_spec=_http.engine_api_argspec(
             engine=dict(type='str', required=True, choices=['vllm', 'sglang']),
             unit=dict(type='str'),
             model=dict(type='str'),
             timeout=dict(type='float', default=30),
             since_restarts=dict(type='int'),
-            api_key=dict(type='str', no_log=True),
-            validate_certs=dict(type='bool', default=True),
         ),
         supports_check_mode=True,
     )
     p = module.params
+    problem = _http.api_key_problem(p['api_key'])
+    if problem:
+        module.fail_json(msg=problem, ready=False, state=None, elapsed=0.0, changed=False)
     if p['timeout'] < 0:
         module.fail_json(msg='timeout must be >= 0, got %s' % p['timeout'])
 
@@ -224,7 +212,7 @@ def main():
     except _ready.UnitQueryError as e:
         module.fail_json(msg=str(e), ready=False, state=None,
                          elapsed=round(time.monotonic() - t0, 1), changed=False)
-    module.exit_json(changed=False, **result)
+    module.exit_json(changed=False, **_http.scrub(result, [p['api_key']] if p['api_key'] else []))
 
 
 if __name__ == '__main__':

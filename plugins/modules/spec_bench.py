@@ -28,14 +28,11 @@ description:
     carries a token. Timestamps are taken right after each socket read; the stream is parsed after the level.
   - The module only reads from the server. It fails when no request succeeded; otherwise failed requests
     are counted by kind in the result.
+  - Per-request samples of each level (TTFT, TPOT, e2e, output tokens and tok/s, start time) are returned
+    in RV(bench.levels[].samples), for statistics beyond the summaries.
 author:
   - llmops.specdec developers (@llmops)
 options:
-  url:
-    description:
-      - Base URL of the server, for example C(http://127.0.0.1:8000). A trailing C(/v1) is accepted.
-    type: str
-    required: true
   api:
     description:
       - Which OpenAI-compatible API to stream from, C(/v1/completions) or C(/v1/chat/completions).
@@ -114,21 +111,36 @@ options:
         chunk; RV(bench.levels[].token_latency_source) says which.
     type: bool
     default: true
-  api_key:
-    description:
-      - Bearer token, when the server runs with C(--api-key).
-    type: str
   timeout:
     description:
-      - Seconds a request may wait to connect, for the response, and between two reads of its stream.
+      - Seconds a request may wait to connect, for the response, and between two reads of its stream (a stall).
         A request that stalls longer is counted as a C(timeout) error.
+      - A server that keeps sending a little within every stall limit is bounded by O(request_timeout) instead.
     type: float
     default: 60
-  validate_certs:
+  request_timeout:
     description:
-      - Whether to validate TLS certificates for an C(https) O(url).
-    type: bool
-    default: true
+      - Seconds one request may take, wall clock from its start (connect and send) to its last byte, however
+        steadily the server sends. A request that takes longer is ended and counted as a C(request_timeout) error.
+      - Set it above the slowest request you expect, O(max_tokens) times the slowest time per token plus the
+        time to first token.
+    type: float
+    default: 600
+  run_timeout:
+    description:
+      - Seconds the whole benchmark may take, discovery and every level included.
+      - When it passes, the requests still running are ended, they and the measured requests not yet started
+        (also of the levels not reached) are counted as C(deadline) errors, and the module returns what it has
+        measured, with RV(bench.run_timeout_reached=true) and a RV(msg) that says so. It fails only when no
+        request succeeded at all.
+    type: float
+    default: 3600
+  max_samples:
+    description:
+      - Most per-request samples kept per level in RV(bench.levels[].samples), the first ones in start order;
+        RV(bench.levels[].samples_truncated) says when more requests succeeded.
+    type: int
+    default: 1000
   use_proxy:
     description:
       - Whether to honour C(http_proxy) and friends. Off by default because a proxy would be measured too.
@@ -159,7 +171,12 @@ attributes:
       - Always reports RV(changed=false); the figures differ from run to run as measurements do.
 extends_documentation_fragment:
   - llmops.specdec._attributes
+  - llmops.specdec.engine_api
 notes:
+  - "Bounded: besides the three time limits, each request keeps at most 1 MiB plus 4 KiB per O(max_tokens) of
+    response and each SSE event at most 1 MiB; a longer response or an event that never ends is abandoned
+    and counted as C(oversize), so a broken server cannot grow the module's memory. An unexpected error
+    inside a request is counted as C(client_error) with a short detail, never a traceback."
   - Runs on the target with the Python standard library; a worker thread per concurrent stream. The streamed
     POSTs use C(http.client) directly (about 0.1 ms of CPU per request before it is sent, against 0.5 to 1 ms
     through C(ansible.module_utils.urls) and 25 ms through C(open_url), which loads the CA bundle per call;
@@ -263,6 +280,16 @@ bench:
       description: Failed measured requests over all levels.
       type: int
       sample: 0
+    duration_s:
+      description: Wall time of the whole run in seconds, discovery and warm-up included.
+      type: float
+      sample: 121.4
+    run_timeout_reached:
+      description:
+        - Whether O(run_timeout) cut the run short. The requests it left unfinished are counted as C(deadline)
+          errors of their levels, and an acceptance not read then says so in its C(error).
+      type: bool
+      sample: false
     levels:
       description: One entry per concurrency level, in the order run.
       type: list
@@ -287,8 +314,11 @@ bench:
         error_kinds:
           description:
             - Failed requests by kind. C(connect), C(http_4xx), C(http_5xx), C(timeout) (no byte within
-              O(timeout)), C(stream_cut) (closed before C(data [DONE])), C(server_error) (an error event in the
-              stream), C(bad_response) (unparsable), C(no_tokens).
+              O(timeout)), C(request_timeout) (not complete within O(request_timeout)), C(deadline) (unfinished
+              or not started when O(run_timeout) passed), C(oversize) (a response or an SSE event beyond its byte
+              cap), C(stream_cut) (closed before C(data [DONE])), C(server_error) (an error event in the
+              stream), C(bad_response) (unparsable), C(no_tokens), C(client_error) (an unexpected error in the
+              client, with its detail in RV(bench.levels[].first_error)).
           type: dict
           sample: {http_5xx: 2}
         first_error:
@@ -361,6 +391,46 @@ bench:
               and token-bearing chunks were counted instead (exact only at one token per chunk); C(mixed).
           type: str
           sample: usage
+        samples:
+          description:
+            - Per-request figures of the successful requests, in the order they started, as equal-length lists
+              (entry I of every list is the same request). At most O(max_samples) requests, the first ones.
+          type: dict
+          contains:
+            ttft_ms:
+              description: Time to first token of each request, in ms.
+              type: list
+              elements: float
+              sample: [50.31, 50.42]
+            tpot_ms:
+              description: Time per output token of each request, in ms; null for a request of one token.
+              type: list
+              elements: float
+              sample: [12.0012, 11.9987]
+            e2e_ms:
+              description: Time to the last token-bearing chunk of each request, in ms.
+              type: list
+              elements: float
+              sample: [3110.42, 3110.12]
+            output_tokens:
+              description: Output tokens of each request (from the server's C(usage)).
+              type: list
+              elements: int
+              sample: [256, 256]
+            output_tok_s:
+              description: Output tokens / e2e seconds of each request (its own decode rate).
+              type: list
+              elements: float
+              sample: [82.304, 82.312]
+            start_ms:
+              description: When each request started, in ms after the level's first request.
+              type: list
+              elements: float
+              sample: [0.0, 3112.8]
+        samples_truncated:
+          description: Whether more requests succeeded than RV(bench.levels[].samples) holds (O(max_samples)).
+          type: bool
+          sample: false
         acceptance:
           description: Speculative acceptance over this level; null when O(metrics) is C(none).
           type: dict
@@ -421,7 +491,7 @@ bench:
           returned: when O(per_request=true)
           contains:
             start_ms:
-              description: When the request was sent, after the level's first request.
+              description: When the request was sent, after the level's first request; null when never sent (O(run_timeout)).
               type: float
               sample: 0.0
             ok:
@@ -460,6 +530,15 @@ bench:
               description: The longest gap between two token-bearing chunks (a stall shows here); null when failed.
               type: float
               sample: 14.2
+            bytes:
+              description: Response bytes read (at most the per-request cap, see the notes).
+              type: int
+              sample: 81920
+msg:
+  description: One line on the run; says when O(run_timeout) cut it short, and how many requests that cost.
+  returned: always
+  type: str
+  sample: "1 level(s) (concurrency 1): 16 request(s) ok, 0 failed, in 52.1 s"
 changed:
   description: Always false; the module only reads from the server.
   returned: always
@@ -474,7 +553,7 @@ import tempfile
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _bench, _suites
+from ansible_collections.llmops.specdec.plugins.module_utils import _bench, _http, _suites
 
 
 def _prompts(module):
@@ -510,8 +589,7 @@ def _write_json(path, data):
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
-            url=dict(type='str', required=True),
+        argument_spec=_http.engine_api_argspec(
             api=dict(type='str', choices=['completions', 'chat'], default='completions'),
             model=dict(type='str'),
             suite=dict(type='str', choices=list(_suites.SUITE_CHOICES), default='all'),
@@ -525,25 +603,29 @@ def main():
             warmup=dict(type='int', default=2),
             metrics=dict(type='str', choices=['auto', 'vllm', 'sglang', 'none'], default='auto'),
             chunk_usage=dict(type='bool', default=True),
-            api_key=dict(type='str', no_log=True),
-            timeout=dict(type='float', default=60),
-            validate_certs=dict(type='bool', default=True),
             use_proxy=dict(type='bool', default=False),
             output=dict(type='path'),
             per_request=dict(type='bool', default=False),
+            **_bench.LIMIT_OPTIONS
         ),
         mutually_exclusive=[('prompts', 'prompts_file')],
         supports_check_mode=True,
     )
     p = module.params
+    problem = _http.api_key_problem(p['api_key'])
+    if problem:
+        module.fail_json(msg=problem)
     if p['max_tokens'] < 1:
         module.fail_json(msg='max_tokens must be at least 1, got %d' % p['max_tokens'])
     if p['requests'] < 1 or p['warmup'] < 0:
         module.fail_json(msg='requests must be at least 1 and warmup at least 0')
     if not p['concurrency'] or any(c < 1 for c in p['concurrency']):
         module.fail_json(msg='concurrency must list levels of at least 1, got %s' % p['concurrency'])
-    if p['timeout'] <= 0:
-        module.fail_json(msg='timeout must be positive, got %s' % p['timeout'])
+    for name in ('timeout', 'request_timeout', 'run_timeout'):
+        if p[name] <= 0:
+            module.fail_json(msg='%s must be positive, got %s' % (name, p[name]))
+    if p['max_samples'] < 0:
+        module.fail_json(msg='max_samples must be at least 0, got %d' % p['max_samples'])
 
     cfg = dict(p, prompts=_prompts(module))
     try:
@@ -566,7 +648,10 @@ def main():
         module.fail_json(msg='spec_bench against %s: no request succeeded (%s); first error: %s' % (
             p['url'], ', '.join('%d %s' % (n, k) for k, n in sorted(kinds.items())), first),
             bench=bench, changed=False)
-    module.exit_json(changed=False, bench=bench)
+    msg = _bench.describe(bench, p['run_timeout'])
+    if bench['run_timeout_reached']:
+        module.warn(msg)
+    module.exit_json(changed=False, bench=bench, msg=msg)
 
 
 if __name__ == '__main__':

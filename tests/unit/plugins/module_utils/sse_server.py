@@ -8,6 +8,9 @@ exactly where HTTP chunks and SSE events split, how long each pause is, and when
   ('sleep', seconds)       pause
   ('end',)                 the terminating zero-length chunk
   ('close',)               close the socket now (a cut stream if no 'end' came first)
+  ('trickle', bytes, gap, seconds)  one HTTP chunk of these bytes every gap seconds, for at most seconds
+  ('flood', bytes, seconds)         HTTP chunks of these bytes back to back, for at most seconds
+The last two end early, quietly, when the client goes away (as a hostile server would not).
 GET paths answer from `gets` (path -> (status, body) or a callable returning one).
 """
 from __future__ import annotations
@@ -164,6 +167,14 @@ class SSEServer:
                 conn.sendall(b'0\r\n\r\n')
             elif op == 'close':
                 return
+            elif op in ('trickle', 'flood'):
+                gap, seconds = (step[2], step[3]) if op == 'trickle' else (0.0, step[2])
+                t_end = time.monotonic() + seconds
+                frame = b'%x\r\n%s\r\n' % (len(step[1]), step[1])
+                while time.monotonic() < t_end:
+                    conn.sendall(frame)
+                    if gap:
+                        time.sleep(gap)
 
 
 def closed_port_url():

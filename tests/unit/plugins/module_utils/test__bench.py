@@ -1,9 +1,8 @@
-"""_bench: SSE parsing, per-request timings, metric formulas, the closed loop, acceptance probes.
+"""_bench: the closed loop and whole runs (model discovery, acceptance around levels, the run's bounds).
 
-Streams come from a real HTTP server on 127.0.0.1 (sse_server.py) that writes scripted bytes, so
-chunk boundaries, pauses, faults and cuts are exact. No assertion depends on how fast this
-machine is: delays are only used as lower bounds ("the first token cannot come before the server
-sent it") or to force separate socket reads.
+Streams come from a real HTTP server on 127.0.0.1 (sse_server.py) that writes scripted bytes.
+No assertion depends on how fast this machine is beyond generous upper bounds of runs that,
+unbounded, would never end.
 """
 from __future__ import annotations
 
@@ -11,13 +10,13 @@ import json
 
 import pytest
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _bench
+from ansible_collections.llmops.specdec.plugins.module_utils import _bench, _bench_stats, _bench_stream, _http
 from ansible_collections.llmops.specdec.tests.unit.plugins.module_utils.sse_server import (
-    DONE, SSEServer, closed_port_url, completion_event, simple_plan, usage_event,
+    SSEServer, closed_port_url, completion_event, simple_plan,
 )
 
 
-TRANSPORTS = {'direct': _bench.DirectTransport, 'ansible_urls': _bench.AnsibleTransport}
+TRANSPORTS = {'direct': _http.DirectTransport, 'ansible_urls': _http.AnsibleTransport}
 
 
 @pytest.fixture(params=sorted(TRANSPORTS))
@@ -30,271 +29,12 @@ def transport(timeout=5.0, headers=None, kind='direct'):
     return TRANSPORTS[kind](timeout, headers=headers)
 
 
-def one(srv, kind, api='completions', timeout=5.0, chunk_usage=True, body=None):
-    body = body or _bench.request_body(api, 'm', 'hello', 8, chunk_usage=chunk_usage)
-    return _bench.run_request(transport(timeout, kind=kind), _bench.endpoint(srv.url, api), body)
-
-
-# ---------------------------------------------------------------- request bodies and URLs
-
-def test_request_body_streams_greedy_with_usage_and_ignore_eos():
-    body = json.loads(_bench.request_body('completions', 'm', 'p', 32))
-    assert body == {'model': 'm', 'prompt': 'p', 'max_tokens': 32, 'temperature': 0.0, 'stream': True,
-                    'stream_options': {'include_usage': True, 'continuous_usage_stats': True},
-                    'ignore_eos': True}
-    chat = json.loads(_bench.request_body('chat', 'm', 'p', 8, ignore_eos=False, chunk_usage=False))
-    assert chat['messages'] == [{'role': 'user', 'content': 'p'}]
-    assert 'ignore_eos' not in chat and 'prompt' not in chat
-    assert chat['stream_options'] == {'include_usage': True}
-
-
-@pytest.mark.parametrize('base', ['http://h:1', 'http://h:1/', 'http://h:1/v1', 'http://h:1/v1/'])
-def test_endpoint_accepts_base_with_or_without_v1(base):
-    assert _bench.endpoint(base, 'chat') == 'http://h:1/v1/chat/completions'
-    assert _bench.endpoint(base, 'completions') == 'http://h:1/v1/completions'
-    assert _bench.server_root(base) == 'http://h:1'
-
-
-# ---------------------------------------------------------------- parse_stream on given reads
-
-def test_event_time_is_the_read_that_completes_it():
-    ev1, ev2 = completion_event(' a', 1), completion_event(' b', 2)
-    reads = [(1000, ev1[:10]), (2000, ev1[10:] + ev2[:5]), (3000, ev2[5:] + usage_event(2) + DONE)]
-    res = _bench.RequestResult()
-    assert _bench.parse_stream(reads, 0, res) is True
-    assert res.chunk_times_ns == [2000, 3000]
-    assert res.chunk_tokens == [1, 1]
-    assert res.output_tokens == 2 and res.tokens_source == 'usage'
-    assert res.prompt_tokens == 5
-
-
-def test_crlf_separators_comments_and_multiline_data():
-    ev = json.dumps({'choices': [{'text': ' x'}]}).encode()
-    stream = (b': ping\r\n\r\n' + b'data: ' + ev + b'\r\n\r\n'
-              + b'event: message\ndata: {"choices": [{"text":\ndata: " y"}]}\n\n' + b'data: [DONE]\r\n\r\n')
-    res = _bench.RequestResult()
-    assert _bench.parse_stream([(5, stream)], 0, res) is True
-    assert res.chunk_times_ns == [5, 5]
-    assert res.output_tokens == 2 and res.tokens_source == 'chunks'
-
-
-def test_chat_role_chunk_is_not_the_first_token():
-    role = b'data: ' + json.dumps({'choices': [{'delta': {'role': 'assistant', 'content': ''}}]}).encode() + b'\n\n'
-    reads = [(10, role), (50, completion_event(' hi', 1, chat=True)), (60, usage_event(1) + DONE)]
-    res = _bench.RequestResult()
-    _bench.parse_stream(reads, 0, res)
-    assert res.ttft_ns == 50
-
-
-def test_error_event_in_stream_is_a_server_error():
-    reads = [(1, completion_event(' a') + b'data: {"error": {"message": "engine died"}}\n\n')]
-    res = _bench.RequestResult()
-    _bench.parse_stream(reads, 0, res)
-    assert res.error == 'server_error' and 'engine died' in res.detail
-
-
-# ---------------------------------------------------------------- real HTTP streams
-
-def test_stream_with_usage_counts_server_tokens(kind):
-    with SSEServer([simple_plan(6, continuous=True)]) as srv:
-        res = one(srv, kind)
-        path, headers, body = srv.posts[0]
-    assert res.ok, res.detail
-    assert path == '/v1/completions' and body['stream'] is True
-    assert headers['content-type'] == 'application/json'
-    assert res.output_tokens == 6 and res.tokens_source == 'usage'
-    assert len(res.chunk_times_ns) == 6 and res.chunk_tokens == [1] * 6
-    assert 0 <= res.ttft_ns <= res.last_token_ns <= res.end_ns
-
-
-def test_event_split_across_http_chunks_and_reads(kind):
-    ev = completion_event(' split', 1)
-    plan = [('head',), ('chunk', ev[:17]), ('sleep', 0.15), ('chunk', ev[17:]),
-            ('chunk', usage_event(1)), ('chunk', DONE), ('end',)]
-    with SSEServer([plan]) as srv:
-        res = one(srv, kind)
-    assert res.ok, res.detail
-    assert res.chunks == 1 and res.output_tokens == 1
-    # the event is complete only with its second half, sent at least 0.15 s after the head
-    assert res.ttft_ns >= 150_000_000
-
-
-def test_multi_token_chunks_give_per_token_latency(kind):
-    # 1 token, then 3 chunks of 4 tokens: a speculative engine streaming whole verify steps
-    with SSEServer([simple_plan(13, per_chunk=4, continuous=True, gap=0.05)]) as srv:
-        res = one(srv, kind)
-    assert res.ok, res.detail
-    assert res.chunk_tokens == [1, 4, 4, 4]
-    lat = _bench.token_latencies_ms(res)
-    gaps = _bench.chunk_gaps_ms(res)
-    assert len(lat) == 12 and len(gaps) == 3
-    for i, gap in enumerate(gaps):
-        assert lat[4 * i:4 * i + 4] == [gap / 4] * 4
-    assert res.output_tokens == 13
-
-
-def test_usage_less_server_counts_chunks_and_says_so(kind):
-    with SSEServer([simple_plan(5, usage=False)]) as srv:
-        res = one(srv, kind, chunk_usage=False)
-    assert res.ok, res.detail
-    assert res.output_tokens == 5 and res.tokens_source == 'chunks'
-    assert res.chunk_tokens is None
-    level = _bench.summarise([res], 1, res.end_ns)
-    assert level['tokens_source'] == 'chunks'
-    assert level['token_latency_source'] == 'mean_per_chunk'
-
-
-def test_final_usage_only_keeps_usage_count_over_chunk_count(kind):
-    # 2 events of 3 tokens each after the first, but only the final usage says so
-    plan = [('head',), ('chunk', completion_event(' a')), ('chunk', completion_event(' b c d')),
-            ('chunk', completion_event(' e f g')), ('chunk', usage_event(7)), ('chunk', DONE), ('end',)]
-    with SSEServer([plan]) as srv:
-        res = one(srv, kind, chunk_usage=False)
-    assert res.ok and res.output_tokens == 7 and res.chunks == 3
-    assert res.chunk_tokens is None
-    lat = _bench.token_latencies_ms(res)
-    gaps = _bench.chunk_gaps_ms(res)
-    # 6 tokens after the first spread over 2 later events: each gap counts as 3 tokens
-    assert lat == pytest.approx([g / 3 for g in gaps])
-
-
-def test_http_5xx_is_counted_not_raised(kind):
-    with SSEServer([[('status', 503, {'error': 'overloaded'})]]) as srv:
-        res = one(srv, kind)
-    assert not res.ok and res.error == 'http_5xx'
-    assert 'HTTP 503' in res.detail and 'overloaded' in res.detail
-
-
-def test_http_4xx_is_its_own_kind(kind):
-    with SSEServer([[('status', 404, {'detail': 'model not found'})]]) as srv:
-        res = one(srv, kind)
-    assert res.error == 'http_4xx' and 'model not found' in res.detail
-
-
-def test_cut_stream_is_counted_as_stream_cut(kind):
-    plan = [('head',), ('chunk', completion_event(' a', 1)), ('chunk', completion_event(' b', 2)), ('close',)]
-    with SSEServer([plan]) as srv:
-        res = one(srv, kind)
-    assert not res.ok and res.error == 'stream_cut'
-
-
-def test_clean_close_without_done_is_a_cut(kind):
-    plan = [('head',), ('chunk', completion_event(' a', 1)), ('end',)]
-    with SSEServer([plan]) as srv:
-        res = one(srv, kind)
-    assert res.error == 'stream_cut' and '[DONE]' in res.detail
-
-
-def test_slow_first_token_within_timeout_is_measured(kind):
-    with SSEServer([simple_plan(3, first_delay=0.3)]) as srv:
-        res = one(srv, kind, timeout=5)
-    assert res.ok
-    assert res.ttft_ns >= 300_000_000
-
-
-def test_first_token_later_than_timeout_is_a_timeout(kind):
-    with SSEServer([simple_plan(3, first_delay=1.5)]) as srv:
-        res = one(srv, kind, timeout=0.3)
-    assert res.error == 'timeout'
-
-
-def test_stall_mid_stream_is_a_timeout(kind):
-    plan = [('head',), ('chunk', completion_event(' a', 1)), ('sleep', 1.5), ('chunk', DONE), ('end',)]
-    with SSEServer([plan]) as srv:
-        res = one(srv, kind, timeout=0.3)
-    assert res.error == 'timeout'
-
-
-def test_refused_connection_is_connect_error(kind):
-    res = _bench.run_request(transport(kind=kind), closed_port_url() + '/v1/completions', b'{}')
-    assert res.error == 'connect'
-
-
-def test_unexpected_client_side_failure_is_counted_not_raised():
-    class Broken:
-        def post_stream(self, url, body):
-            raise ValueError('response head unparsable')
-    res = _bench.run_request(Broken(), 'http://127.0.0.1:9/v1/completions', b'{}')
-    assert res.error == 'bad_response' and 'ValueError' in res.detail and res.end_ns is not None
-
-
-def test_empty_stream_has_no_tokens(kind):
-    with SSEServer([[('head',), ('chunk', usage_event(0)), ('chunk', DONE), ('end',)]]) as srv:
-        res = one(srv, kind)
-    assert res.error == 'no_tokens'
-
-
-def test_api_key_is_sent_as_bearer(kind):
-    with SSEServer([simple_plan(2)]) as srv:
-        res = _bench.run_request(transport(kind=kind, headers={'Authorization': 'Bearer s3cret'}),
-                                 _bench.endpoint(srv.url, 'chat'),
-                                 _bench.request_body('chat', 'm', 'x', 2))
-        headers = srv.posts[0][1]
-    assert res.ok
-    assert headers['authorization'] == 'Bearer s3cret'
-
-
-# ---------------------------------------------------------------- formulas, hand-computed
-
-def made(times_ms, tokens, chunk_tokens=None):
-    r = _bench.RequestResult()
-    r.chunk_times_ns = [int(t * 1e6) for t in times_ms]
-    r.ttft_ns, r.last_token_ns, r.end_ns = r.chunk_times_ns[0], r.chunk_times_ns[-1], r.chunk_times_ns[-1]
-    r.output_tokens, r.chunk_tokens, r.chunks = tokens, chunk_tokens, len(times_ms)
-    r.tokens_source, r.ok = 'usage', True
-    return r
-
-
-def test_tpot_is_decode_time_over_tokens_after_the_first():
-    # first token at 50 ms, last (the 11th) at 170 ms: (170 - 50) / (11 - 1) = 12 ms
-    r = made([50, 80, 110, 140, 170], 11, [1, 3, 2, 3, 2])
-    assert _bench.tpot_ms(r) == pytest.approx(12.0)
-    assert _bench.chunk_gaps_ms(r) == pytest.approx([30, 30, 30, 30])
-    assert _bench.token_latencies_ms(r) == pytest.approx([10, 10, 10, 15, 15, 10, 10, 10, 15, 15])
-    assert _bench.tpot_ms(made([50], 1)) is None
-
-
-def test_percentiles_interpolate_linearly():
-    vals = [1.0, 2.0, 3.0, 4.0]
-    assert _bench.percentile(vals, 50) == 2.5
-    assert _bench.percentile(vals, 90) == pytest.approx(3.7)
-    assert _bench.percentile(vals, 99) == pytest.approx(3.97)
-    assert _bench.percentile([7.0], 99) == 7.0
-    assert _bench.percentile([], 50) is None
-    s = _bench.stats([4, None, 1, 3, 2])
-    assert s == {'mean': 2.5, 'median': 2.5, 'p90': pytest.approx(3.7), 'p99': pytest.approx(3.97),
-                 'min': 1, 'max': 4, 'count': 4}
-    assert _bench.stats([]) is None
-
-
-def test_summarise_rates_and_errors():
-    a = made([50, 170], 11, [1, 10])
-    b = made([60, 200], 11, [1, 10])
-    bad = _bench.RequestResult().fail('http_5xx', 'HTTP 500: x')
-    level = _bench.summarise([a, b, bad], 2, 2_000_000_000)
-    assert level['ok'] == 2 and level['errors'] == 1 and level['error_kinds'] == {'http_5xx': 1}
-    assert level['first_error'] == 'HTTP 500: x'
-    assert level['output_tokens'] == 22
-    assert level['output_tok_s'] == pytest.approx(11.0)      # 22 tokens in 2 s
-    assert level['request_s'] == pytest.approx(1.0)
-    assert level['ttft_ms']['mean'] == pytest.approx(55.0)
-    assert level['tpot_ms']['mean'] == pytest.approx((12.0 + 14.0) / 2)
-    assert level['tokens_per_chunk'] == pytest.approx(22 / 4)
-    assert level['token_latency_source'] == 'usage_per_chunk'
-    assert level['stream_tok_s']['mean'] == pytest.approx((11 / 0.170 + 11 / 0.200) / 2)
-
-
-def test_summarise_without_success_has_null_figures():
-    level = _bench.summarise([_bench.RequestResult().fail('timeout', 't')], 1, 10)
-    assert level['ok'] == 0 and level['output_tok_s'] is None and level['ttft_ms'] is None
-
-
 # ---------------------------------------------------------------- closed loop and whole runs
 
 def test_closed_loop_runs_warmup_then_measured_requests(kind):
     with SSEServer([simple_plan(4, continuous=True)]) as srv:
-        bodies = [_bench.request_body('completions', 'm', p, 4) for p in ('a', 'b', 'c')]
-        results, wall = _bench.run_level(transport(kind=kind), _bench.endpoint(srv.url, 'completions'),
+        bodies = [_bench_stream.request_body('completions', 'm', p, 4) for p in ('a', 'b', 'c')]
+        results, wall = _bench.run_level(transport(kind=kind), _bench_stream.endpoint(srv.url, 'completions'),
                                          bodies, concurrency=3, requests=7, warmup=2)
         prompts = [post[2]['prompt'] for post in srv.posts]
     assert len(srv.posts) == 9 and len(results) == 7
@@ -307,9 +47,9 @@ def test_closed_loop_counts_faults_among_successes(kind):
     plans = [simple_plan(3), [('status', 500, 'boom')], simple_plan(3),
              [('head',), ('chunk', completion_event(' a')), ('close',)], simple_plan(3)]
     with SSEServer(plans) as srv:
-        results, wall = _bench.run_level(transport(kind=kind), _bench.endpoint(srv.url, 'completions'),
+        results, wall = _bench.run_level(transport(kind=kind), _bench_stream.endpoint(srv.url, 'completions'),
                                          [b'{}'], concurrency=1, requests=5)
-    level = _bench.summarise(results, 1, wall)
+    level = _bench_stats.summarise(results, 1, wall)
     assert level['ok'] == 3
     assert level['error_kinds'] == {'http_5xx': 1, 'stream_cut': 1}
 
@@ -374,3 +114,133 @@ def test_run_benchmark_without_metrics_or_model_list_fails_clearly():
         _bench.run_benchmark(dict(url=closed_port_url(), api='completions', model=None,
                                   prompts=[('x', 'p')], max_tokens=3, concurrency=[1], requests=1,
                                   warmup=0, metrics='none', timeout=5))
+
+
+# ---------------------------------------------------------------- bounds, errors and secrets of a run
+
+def cfg(url, **kw):
+    base = dict(url=url, api='completions', model='m', prompts=[('x', 'p')], max_tokens=3, concurrency=[1],
+                requests=1, warmup=0, metrics='none', timeout=5)
+    base.update(kw)
+    return base
+
+
+TRICKLE = [('head',), ('trickle', completion_event(' x'), 0.3, 60)]
+
+
+def test_run_timeout_returns_what_it_has_and_counts_the_rest_as_deadline():
+    # Level 1: one request succeeds, the next trickles past run_timeout, the third is never sent;
+    # level 2 is never reached. Unbounded, this run would last as long as the server trickles.
+    with SSEServer([simple_plan(3), TRICKLE]) as srv:
+        bench = _bench.run_benchmark(cfg(srv.url, concurrency=[1, 2], requests=3, run_timeout=1.5,
+                                         request_timeout=60, per_request=True))
+        posted = len(srv.posts)
+    assert posted == 2                      # nothing is sent once the run's deadline passed
+    assert bench['run_timeout_reached'] is True
+    first, second = bench['levels']
+    assert first['ok'] == 1 and first['error_kinds'] == {'deadline': 2}
+    assert [r['error'] for r in first['per_request']] == [None, 'deadline', 'deadline']
+    assert 'while the request ran' in first['per_request'][1]['detail']
+    assert first['per_request'][2]['detail'] == 'not started: run_timeout of 1.5 s reached'
+    assert first['per_request'][2]['start_ms'] is None
+    assert len(first['samples']['e2e_ms']) == 1
+    assert second['requests'] == 3 and second['ok'] == 0 and second['error_kinds'] == {'deadline': 3}
+    assert bench['ok'] == 1 and bench['errors'] == 5
+    assert bench['duration_s'] < 30         # generous; it ends near 1.5 s
+    msg = _bench.describe(bench, 1.5)
+    assert msg.startswith('run_timeout of 1.5 s reached: 5 request(s) unfinished counted as deadline errors '
+                          '(no request finished at concurrency 2); 2 level(s)')
+
+
+def test_a_run_within_its_bounds_says_so():
+    with SSEServer([simple_plan(3)]) as srv:
+        bench = _bench.run_benchmark(cfg(srv.url, requests=2, run_timeout=60, request_timeout=30))
+    assert bench['run_timeout_reached'] is False and bench['ok'] == 2
+    assert _bench.describe(bench).startswith('1 level(s) (concurrency 1): 2 request(s) ok, 0 failed, in ')
+
+
+def test_request_timeout_is_counted_per_request_and_the_run_goes_on():
+    with SSEServer([TRICKLE, simple_plan(3)]) as srv:
+        bench = _bench.run_benchmark(cfg(srv.url, requests=3, request_timeout=1.0))
+    level = bench['levels'][0]
+    assert level['ok'] == 2 and level['error_kinds'] == {'request_timeout': 1}
+    assert bench['run_timeout_reached'] is False
+
+
+def test_a_run_without_limits_in_cfg_takes_the_argument_spec_defaults():
+    assert _bench.limit({}, 'request_timeout') == _bench.LIMIT_OPTIONS['request_timeout']['default']
+    assert _bench.limit({'run_timeout': 5}, 'run_timeout') == 5
+
+
+def test_a_worker_never_dies_of_an_exception(monkeypatch):
+    calls = []
+
+    def broken(*args, **kwargs):
+        calls.append(1)
+        if len(calls) % 2:
+            raise RuntimeError('bug in the request code')
+        return real(*args, **kwargs)
+
+    real = _bench_stream.run_request
+    monkeypatch.setattr(_bench_stream, 'run_request', broken)
+    with SSEServer([simple_plan(2)]) as srv:
+        results, _wall = _bench.run_level(_http.DirectTransport(5), _bench_stream.endpoint(srv.url, 'completions'),
+                                          [b'{}'], concurrency=2, requests=6)
+    level = _bench_stats.summarise(results, 2, 1)
+    assert level['ok'] == 3 and level['error_kinds'] == {'client_error': 3}
+    assert level['first_error'] == 'unexpected RuntimeError: bug in the request code'
+
+
+def test_an_oversize_stream_is_counted_and_bounded_in_the_result():
+    with SSEServer([[('head',), ('flood', b'A' * 65536, 30)], simple_plan(3)]) as srv:
+        bench = _bench.run_benchmark(cfg(srv.url, requests=2, per_request=True))
+    level = bench['levels'][0]
+    assert level['error_kinds'] == {'oversize': 1} and level['ok'] == 1
+    cap = _bench_stream.max_request_bytes(3)
+    assert all(r['bytes'] <= cap + 2 * _bench_stream.READ_SIZE for r in level['per_request'])
+
+
+@pytest.mark.parametrize('key', ['sk-SECRET123\n', 'sk-secret\r\nX-Injected: 1', 'sk-\x00nul', 'sk-\u2028sep',
+                                 'sk-\x7fdel', 'sk-\u00e9t\u00e9'])
+def test_an_api_key_that_cannot_be_a_header_is_refused_before_any_request(key):
+    with SSEServer([simple_plan(3)]) as srv:
+        with pytest.raises(_bench.BenchError, match='^api_key contains ') as exc:
+            _bench.run_benchmark(cfg(srv.url, model=None, metrics='auto', api_key=key))
+        assert srv.posts == [] and srv.get_paths == []
+    assert key.strip() not in str(exc.value) and 'sk-' not in str(exc.value)
+
+
+def test_the_key_never_reaches_the_result_even_when_the_server_echoes_it():
+    key = 'sk-SECRET-123'
+    echo = [('status', 401, {'error': 'invalid key Bearer %s (got %r)' % (key, key)})]
+    with SSEServer([echo, simple_plan(3)]) as srv:
+        bench = _bench.run_benchmark(cfg(srv.url, requests=2, api_key=key, per_request=True))
+        sent = srv.posts[0][1]['authorization']
+    assert sent == 'Bearer ' + key
+    text = json.dumps(bench)
+    assert key not in text
+    assert bench['levels'][0]['first_error'].startswith('HTTP 401: ')
+    assert _http.MASK in bench['levels'][0]['first_error']
+
+
+def test_a_discovery_error_that_echoes_the_key_is_scrubbed():
+    key = 'sk-SECRET-456'
+    gets = {'/v1/models': (403, {'detail': 'key %s is not allowed' % key})}
+    with SSEServer([simple_plan(3)], gets) as srv:
+        with pytest.raises(_bench.BenchError) as exc:
+            _bench.run_benchmark(cfg(srv.url, model=None, api_key=key))
+    assert 'HTTP 403' in str(exc.value) and key not in str(exc.value)
+
+
+def test_samples_come_with_every_level_in_start_order():
+    with SSEServer([simple_plan(4, continuous=True)]) as srv:
+        bench = _bench.run_benchmark(cfg(srv.url, max_tokens=4, concurrency=[1, 2], requests=5, max_samples=3))
+    for level in bench['levels']:
+        s = level['samples']
+        assert sorted(s) == sorted(_bench_stats.SAMPLE_KEYS)
+        assert [len(v) for v in s.values()] == [3] * 6
+        assert level['samples_truncated'] is True
+        assert s['start_ms'][0] == 0.0 and s['start_ms'] == sorted(s['start_ms'])
+        assert s['output_tokens'] == [4, 4, 4]
+        for tok, e2e, rate in zip(s['output_tokens'], s['e2e_ms'], s['output_tok_s']):
+            assert rate == pytest.approx(tok / (e2e / 1000.0), rel=1e-3)

@@ -10,7 +10,7 @@ import time
 import pytest
 from ansible.module_utils.urls import open_url
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _ready
+from ansible_collections.llmops.specdec.plugins.module_utils import _http, _ready
 from engine_http import EngineHTTP, FakeSystemctl, Reply, closed_port_url, models
 
 
@@ -221,3 +221,19 @@ def test_engine_log_tail_is_empty_when_journalctl_fails():
         raise OSError("journalctl: not found")
 
     assert _ready.engine_log_tail(missing, "u.service") == []
+
+
+# --- API key and URL ------------------------------------------------------------------------------
+
+def test_a_key_with_a_newline_is_refused_before_any_request():
+    with EngineHTTP({"/health": [Reply(200)], "/v1/models": [Reply(200, models("m"))]}) as srv:
+        with pytest.raises(_http.BadHeaderValue, match="api_key contains a line feed") as exc:
+            cycle(srv.url, "vllm", timeout=0, api_key="s3cret\n")
+    assert srv.requests == []
+    assert "s3cret" not in str(exc.value)
+
+
+def test_a_base_url_with_v1_probes_the_server_root():
+    with EngineHTTP({"/health": [Reply(200)], "/v1/models": [Reply(200, models("m"))]}) as srv:
+        assert cycle(srv.url + "/v1/", "vllm", timeout=0)["ready"] is True
+    assert srv.paths() == ["/health", "/v1/models"]

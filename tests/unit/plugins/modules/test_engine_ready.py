@@ -79,3 +79,21 @@ def test_unknown_engine_is_refused_by_argument_spec(module_exits):
     with pytest.raises(FailJson) as exc:
         run({"url": "http://127.0.0.1:1", "engine": "tgi"})
     assert "engine" in exc.value.args[0]["msg"]
+
+
+def test_a_key_with_a_trailing_newline_is_refused_before_any_request(module_exits):
+    with EngineHTTP({"/health": [Reply(200)], "/v1/models": [Reply(200, models("m"))]}) as srv:
+        with pytest.raises(FailJson) as exc:
+            run({"url": srv.url, "engine": "vllm", "api_key": "sk-SECRET\n", "timeout": 0})
+    res = exc.value.args[0]
+    assert srv.requests == []
+    assert res["msg"].startswith("api_key contains a line feed (U+000A) at its end")
+    assert res["ready"] is False and "SECRET" not in res["msg"]
+
+
+def test_api_key_reaches_models_through_the_shared_options(module_exits):
+    with EngineHTTP({"/health": [Reply(200)], "/v1/models": [Reply(200, models("m"))]}) as srv:
+        with pytest.raises(ExitJson) as exc:
+            run({"url": srv.url + "/v1", "engine": "vllm", "api_key": "k3y-value", "timeout": 0})
+    assert exc.value.args[0]["ready"] is True
+    assert dict(srv.requests)["/v1/models"].get("Authorization") == "Bearer k3y-value"

@@ -13,7 +13,7 @@ from ansible_collections.llmops.specdec.plugins.module_utils import _suites
 from ansible_collections.llmops.specdec.plugins.modules import spec_bench
 from ansible_collections.llmops.specdec.tests.unit.plugins.modules.module_harness import ExitJson, FailJson, run_module
 from ansible_collections.llmops.specdec.tests.unit.plugins.module_utils.sse_server import (
-    SSEServer, simple_plan,
+    SSEServer, completion_event, simple_plan,
 )
 
 
@@ -146,6 +146,11 @@ def test_unreachable_server_fails_without_traceback():
     ({'max_tokens': 0}, 'max_tokens must be at least 1'),
     ({'requests': 0}, 'requests must be at least 1'),
     ({'prompts_file': '/nonexistent/prompts.txt'}, 'cannot read prompts_file'),
+    ({'timeout': 0}, 'timeout must be positive, got 0.0'),
+    ({'request_timeout': 0}, 'request_timeout must be positive, got 0.0'),
+    ({'run_timeout': -1}, 'run_timeout must be positive, got -1.0'),
+    ({'max_samples': -1}, 'max_samples must be at least 0, got -1'),
+    ({'api_key': 'sk-abc\n'}, 'api_key contains a line feed (U+000A) at its end'),
 ])
 def test_bad_options_fail_before_sending(args, msg):
     res = run(dict({'url': 'http://127.0.0.1:9', 'model': 'm'}, **args), expect=FailJson)
@@ -160,3 +165,46 @@ def test_suites_have_each_category_and_parse_plain_files():
     assert _suites.parse_prompts_file('# c\none\n\ntwo\\nlines\n') == [('file', 'one'), ('file', 'two\nlines')]
     with pytest.raises(ValueError, match='line 2'):
         _suites.parse_prompts_file('{"prompt": "a"}\n{"nope": 1}\n')
+
+
+def test_samples_are_returned_per_level_and_bounded_by_max_samples():
+    with SSEServer([simple_plan(3, continuous=True)]) as srv:
+        res = run({'url': srv.url, 'model': 'm', 'prompts': ['a'], 'max_tokens': 3, 'requests': 4,
+                   'warmup': 0, 'metrics': 'none', 'concurrency': [1, 2], 'max_samples': 2})
+    for level in res['bench']['levels']:
+        assert [len(v) for v in level['samples'].values()] == [2] * 6
+        assert level['samples_truncated'] is True
+        assert level['samples']['output_tokens'] == [3, 3]
+    assert res['msg'].startswith('2 level(s) (concurrency 1, 2): 8 request(s) ok, 0 failed, in ')
+
+
+def test_run_timeout_returns_what_was_measured_with_a_clear_msg():
+    trickle = [('head',), ('trickle', completion_event(' x'), 0.3, 60)]
+    with SSEServer([simple_plan(2), trickle]) as srv:
+        res = run({'url': srv.url, 'model': 'm', 'prompts': ['a'], 'max_tokens': 2, 'requests': 3,
+                   'warmup': 0, 'metrics': 'none', 'run_timeout': 1.5})
+    bench = res['bench']
+    assert res['changed'] is False
+    assert bench['run_timeout_reached'] is True
+    assert bench['levels'][0]['ok'] == 1 and bench['levels'][0]['error_kinds'] == {'deadline': 2}
+    assert res['msg'].startswith('run_timeout of 1.5 s reached: 2 request(s) unfinished counted as deadline errors')
+
+
+def test_a_key_with_a_trailing_newline_is_refused_before_any_request():
+    with SSEServer([simple_plan(2)]) as srv:
+        res = run({'url': srv.url, 'prompts': ['a'], 'api_key': 'sk-SECRET123\n'}, expect=FailJson)
+        assert srv.posts == [] and srv.get_paths == []
+    assert res['msg'].startswith('api_key contains a line feed (U+000A) at its end')
+    assert 'SECRET' not in json.dumps(res)
+
+
+def test_the_key_is_in_no_output_even_when_the_server_echoes_it():
+    key = 'sk-ECHOED-789'
+    echo = [('status', 401, 'bad token Bearer %s' % key)]
+    with SSEServer([echo, simple_plan(2)]) as srv:
+        res = run({'url': srv.url, 'model': 'm', 'prompts': ['a'], 'max_tokens': 2, 'requests': 2,
+                   'warmup': 0, 'metrics': 'none', 'api_key': key, 'per_request': True})
+    out = dict(res)
+    out.pop('_no_log_values')   # what Ansible masks with, not output
+    assert key not in json.dumps(out, default=str)
+    assert res['bench']['levels'][0]['error_kinds'] == {'http_4xx': 1}

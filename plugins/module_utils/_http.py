@@ -1,0 +1,350 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""HTTP to an engine's API, shared by engine_ready (``_ready``) and spec_bench (``_bench*``).
+
+- ``engine_api_argspec()``: the ``url`` / ``api_key`` / ``validate_certs`` options of both modules
+  (documented once by the ``llmops.specdec.engine_api`` doc fragment); their defaults live here only.
+- ``check_api_key()`` / ``auth_headers()``: a key that holds a control character (a trailing newline from
+  a file, a CR/LF that would start a new header line) is refused before any request, in words that
+  never quote the key.
+- ``scrub()``: takes secret values out of any text or result, in every form an exception may quote them.
+- ``http_get()``: the one GET helper (readiness probes, model discovery, metrics): never raises for I/O,
+  bounded in bytes and in time.
+- ``DirectTransport`` / ``AnsibleTransport``: the streaming POSTs of the benchmark.
+"""
+from __future__ import annotations
+
+import copy
+import http.client
+import json
+import socket
+import threading
+import time
+
+from ansible.module_utils.urls import Request, make_context
+from ansible.module_utils.six.moves.urllib.error import HTTPError, URLError
+from ansible.module_utils.six.moves.urllib.parse import urlsplit
+
+# The options both modules share (kubernetes.core's k8s_auth_options does the same).
+ENGINE_API_ARGSPEC = {
+    'url': {'type': 'str', 'required': True},
+    'api_key': {'type': 'str', 'no_log': True},
+    'validate_certs': {'type': 'bool', 'default': True},
+}
+
+MASK = '********'
+# A GET body larger than this is not read on (a /metrics of a big vLLM server is well under 1 MiB).
+MAX_GET_BYTES = 16 * 1024 * 1024
+# What is kept of an HTTP error's body for its message.
+ERROR_BODY_BYTES = 2000
+READ_SIZE = 65536
+
+_CONTROL_NAMES = {'\n': 'a line feed', '\r': 'a carriage return', '\t': 'a tab', '\x00': 'a NUL byte'}
+_LINE_SEPARATORS = ('\u0085', '\u2028', '\u2029')
+
+
+def engine_api_argspec(**more):
+    """A fresh argument_spec: the shared engine API options plus ``more`` (both copied)."""
+    spec = copy.deepcopy(ENGINE_API_ARGSPEC)
+    spec.update(copy.deepcopy(more))
+    return spec
+
+
+def server_root(base_url):
+    """The server's root URL: ``base_url`` without a trailing ``/`` or ``/v1``."""
+    base = base_url.rstrip('/')
+    return base[:-3] if base.endswith('/v1') else base
+
+
+# --------------------------------------------------------------------------- secrets
+
+class BadHeaderValue(ValueError):
+    """A value that cannot go into an HTTP header as given (its text never holds the value)."""
+
+
+def api_key_problem(api_key):
+    """Why ``api_key`` cannot be sent as a bearer token, or None. The answer never quotes the key."""
+    if not api_key:
+        return None
+    last = len(api_key) - 1
+    for i, ch in enumerate(api_key):
+        code = ord(ch)
+        if code < 0x20 or code == 0x7f or 0x80 <= code <= 0x9f or ch in _LINE_SEPARATORS:
+            where = (' at its end (a newline left by a file or a lookup? strip it, for example with | trim)'
+                     if i == last else '')
+            name = _CONTROL_NAMES.get(ch, 'a control character')
+            return ('api_key contains %s (U+%04X)%s: refused before any request, because a control character '
+                    'in a header would end it or start another one' % (name, code, where))
+        if code > 0x7e:
+            return 'api_key contains a non-ASCII character (U+%04X): refused before any request; bearer tokens are ASCII' % code
+    return None
+
+
+def check_api_key(api_key):
+    """Raise BadHeaderValue when ``api_key`` cannot be sent (see api_key_problem)."""
+    problem = api_key_problem(api_key)
+    if problem:
+        raise BadHeaderValue(problem)
+
+
+def auth_headers(api_key):
+    """``{'Authorization': 'Bearer KEY'}`` for a key, ``{}`` without one; refuses a bad key."""
+    if not api_key:
+        return {}
+    check_api_key(api_key)
+    return {'Authorization': 'Bearer %s' % api_key}
+
+
+def secret_forms(secret):
+    """The ways an exception message may spell ``secret``: as is, stripped, repr- and JSON-escaped."""
+    if not secret:
+        return []
+    forms = {secret, secret.strip(), repr(secret)[1:-1], json.dumps(secret)[1:-1],
+             repr(secret.encode('utf-8', 'replace'))[2:-1]}
+    # Longest first, so that a form containing another is masked whole.
+    return sorted((f for f in forms if len(f) >= 3), key=len, reverse=True)
+
+
+def scrub(value, secrets):
+    """``value`` (text, or dicts and lists of it) with every form of each secret replaced by MASK."""
+    forms = []
+    for secret in secrets or ():
+        forms.extend(secret_forms(secret))
+    if not forms:
+        return value
+    forms.sort(key=len, reverse=True)
+    return _scrub(value, forms)
+
+
+def _scrub(value, forms):
+    if isinstance(value, str):
+        for form in forms:
+            if form in value:
+                value = value.replace(form, MASK)
+        return value
+    if isinstance(value, dict):
+        return dict((k, _scrub(v, forms)) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return [_scrub(v, forms) for v in value]
+    return value
+
+
+# --------------------------------------------------------------------------- GET
+
+def http_get(open_url, url, timeout, headers=None, follow_redirects='none', validate_certs=True,
+             max_bytes=MAX_GET_BYTES):
+    """GET ``url`` through ``open_url`` (ansible's, or a callable with its signature).
+
+    Returns (status or None, body bytes, error text or None), and never raises for I/O, HTTP or a
+    malformed answer. status None means no HTTP answer (error: 'connection refused', 'timed out after
+    N s', ...). An HTTP error status comes with the start of its body and error 'HTTP <code>'. The body
+    is read to at most ``max_bytes`` and for about ``timeout`` seconds; beyond either the status is kept,
+    the body dropped and error says why, so a server that trickles or floods a body cannot hold the
+    caller or its memory.
+    """
+    t_end = time.monotonic() + timeout
+    try:
+        resp = open_url(url, method='GET', timeout=timeout, headers=headers or {},
+                        follow_redirects=follow_redirects, validate_certs=validate_certs)
+        try:
+            status = resp.getcode()
+            read = getattr(resp, 'read1', None) or resp.read
+            parts, size = [], 0
+            while True:
+                data = read(READ_SIZE)
+                if not data:
+                    break
+                size += len(data)
+                if size > max_bytes:
+                    return status, b'', 'HTTP %s, body larger than %d bytes (not read on)' % (status, max_bytes)
+                parts.append(data)
+                if time.monotonic() > t_end:
+                    return status, b'', 'HTTP %s, body not complete after %.0f s' % (status, timeout)
+            return status, b''.join(parts), None
+        finally:
+            resp.close()
+    except HTTPError as e:
+        try:
+            text = e.read(ERROR_BODY_BYTES)
+        except Exception:  # the error's body is only decoration
+            text = b''
+        return e.code, text or b'', 'HTTP %d' % e.code
+    except URLError as e:
+        reason = e.reason
+        if isinstance(reason, ConnectionRefusedError):
+            return None, b'', 'connection refused'
+        if isinstance(reason, (socket.timeout, TimeoutError)):
+            return None, b'', 'timed out after %.0f s' % timeout
+        return None, b'', str(reason)
+    except (socket.timeout, TimeoutError):
+        return None, b'', 'timed out after %.0f s' % timeout
+    except ConnectionRefusedError:
+        return None, b'', 'connection refused'
+    except Exception as e:  # reset, bad status line at startup, a header ansible refuses: an answer, not a traceback
+        return None, b'', '%s: %s' % (type(e).__name__, e)
+
+
+# --------------------------------------------------------------------------- streaming transports
+
+class StampedBody:
+    """A request body that records the moment it is written to the socket.
+
+    Not bytes-like, so http.client sends the headers, then iterates this and sends each piece;
+    the stamp is taken immediately before the body's single send.
+    """
+
+    __slots__ = ('body', 'sent_ns')
+
+    def __init__(self, body):
+        self.body = body
+        self.sent_ns = None
+
+    def __iter__(self):
+        self.sent_ns = time.perf_counter_ns()
+        yield self.body
+
+    def __len__(self):
+        return len(self.body)
+
+
+class HTTPStatusError(Exception):
+    def __init__(self, code, text):
+        super(HTTPStatusError, self).__init__('HTTP %s' % code)
+        self.code = code
+        self.text = text
+
+
+class ConnectError(Exception):
+    pass
+
+
+def response_socket(resp):
+    """The socket under an http.client response (also what urllib returns), or None."""
+    raw = getattr(getattr(resp, 'fp', None), 'raw', None)
+    return getattr(raw, '_sock', None)
+
+
+def _timeout(guard, stall):
+    return stall if guard is None else guard.timeout(stall)
+
+
+class AnsibleTransport:
+    """HTTP through ansible.module_utils.urls.Request (what open_url wraps).
+
+    One SSL context is built once and shared: open_url() builds a fresh one per call, loading the
+    system CA bundle each time (bench/README.md has the cost). Proxies and .netrc are off by default:
+    a proxy would be measured along with the server.
+    """
+
+    name = 'ansible_urls'
+    guarded = True  # post_stream takes guard= (see _bench_stream.Guard)
+
+    def __init__(self, timeout, validate_certs=True, use_proxy=False, headers=None):
+        self.timeout = timeout
+        self.headers = dict(headers or {})
+        self.context = make_context(validate_certs=validate_certs)
+        self.use_proxy = use_proxy
+        self._local = threading.local()
+
+    def _request(self):
+        req = getattr(self._local, 'req', None)
+        if req is None:
+            req = Request(headers=self.headers, use_proxy=self.use_proxy, timeout=self.timeout,
+                          context=self.context, decompress=False, use_netrc=False,
+                          follow_redirects='safe')
+            self._local.req = req
+        return req
+
+    def post_stream(self, url, body, guard=None):
+        """Send the request; return (start_ns, response, close).
+
+        start_ns is stamped when http.client hands the body to the socket (after connect and the
+        headers), not before Request.open(): the opener is built per call and costs a few hundred
+        microseconds of Python that, under the GIL with many streams, can stretch to milliseconds.
+        The response's socket is handed to ``guard`` (its deadline) once urllib returns the head.
+        """
+        stamped = StampedBody(body)
+        resp = self._request().open('POST', url, data=stamped, timeout=_timeout(guard, self.timeout), headers={
+            'Content-Type': 'application/json', 'Accept': 'text/event-stream',
+            'Content-Length': str(len(body))})
+        if guard is not None:
+            guard.attach(response_socket(resp))
+        return stamped.sent_ns, resp, resp.close
+
+    def open_url(self, url, method='GET', timeout=None, headers=None, follow_redirects='safe', validate_certs=True):
+        """open_url()'s signature over this transport's Request (its SSL context and headers), for http_get."""
+        del validate_certs  # the shared SSL context already says
+        return self._request().open(method, url, timeout=timeout or self.timeout, headers=headers,
+                                    follow_redirects=follow_redirects)
+
+    def get(self, url, timeout=None):
+        """GET url; return (status or None, body text, error or None) through http_get."""
+        status, body, err = http_get(self.open_url, url, timeout or self.timeout, follow_redirects='safe')
+        return status, body.decode('utf-8', 'replace'), err
+
+
+class DirectTransport:
+    """Streaming POSTs over http.client, one connection per request; GETs via ansible's urls.
+
+    The default, because it is what keeps TTFT exact at concurrency on a busy host: a request
+    costs far less Python before it is on the wire than building a urllib opener through
+    ansible.module_utils.urls.Request, whose work piles up at each wave of starts and holds the GIL
+    while earlier streams' first tokens arrive (bench/README.md has the figures). The socket reads
+    are the same HTTPResponse.read1() either way. TLS uses ansible's make_context().
+    """
+
+    name = 'http.client'
+    guarded = True
+
+    def __init__(self, timeout, validate_certs=True, headers=None):
+        self.timeout = timeout
+        self.headers = dict(headers or {})
+        self.headers.update({'Content-Type': 'application/json', 'Accept': 'text/event-stream'})
+        self.validate_certs = validate_certs
+        self._context = None
+        self._lock = threading.Lock()
+        self._get = AnsibleTransport(timeout, validate_certs=validate_certs, use_proxy=False,
+                                     headers=headers)
+
+    def _tls(self):
+        with self._lock:
+            if self._context is None:
+                self._context = make_context(validate_certs=self.validate_certs)
+            return self._context
+
+    def post_stream(self, url, body, guard=None):
+        """Connect, then stamp, send and wait for the response head; return (start_ns, response, close).
+
+        The connection's socket is handed to ``guard`` right after connecting, so the request's deadline
+        also bounds the wait for the response head.
+        """
+        u = urlsplit(url)
+        timeout = _timeout(guard, self.timeout)
+        if u.scheme == 'https':
+            conn = http.client.HTTPSConnection(u.hostname, u.port or 443, timeout=timeout,
+                                               context=self._tls())
+        else:
+            conn = http.client.HTTPConnection(u.hostname, u.port or 80, timeout=timeout)
+        try:
+            conn.connect()
+        except OSError as exc:
+            conn.close()
+            raise ConnectError(str(exc))
+        try:
+            if guard is not None:
+                guard.attach(conn.sock)
+                conn.sock.settimeout(self.timeout)  # from here on the guard holds the deadline
+            start = time.perf_counter_ns()
+            conn.request('POST', u.path + ('?' + u.query if u.query else ''), body, self.headers)
+            resp = conn.getresponse()
+            if resp.status >= 400:
+                text = resp.read(ERROR_BODY_BYTES).decode('utf-8', 'replace')
+                raise HTTPStatusError(resp.status, text)
+        except BaseException:
+            conn.close()
+            raise
+        return start, resp, conn.close
+
+    def get(self, url, timeout=None):
+        return self._get.get(url, timeout)
