@@ -211,7 +211,7 @@ def nvidia_node_holders():
 def run_module(rnd, env, args_dir):
     args_file = os.path.join(args_dir, "args.json")
     with open(args_file, "w") as handle:
-        json.dump({"ANSIBLE_MODULE_ARGS": {"scope": "gpu"}}, handle)
+        json.dump({"ANSIBLE_MODULE_ARGS": {"scope": "gpu", "gpus": ["all"]}}, handle)
     start = time.perf_counter()
     out = subprocess.run([sys.executable, MODULE, args_file], capture_output=True, text=True, env=env, timeout=120,
                          check=False)  # a failed module still prints its JSON

@@ -109,6 +109,10 @@ class Nvml:
             raise NvmlError("GPU %s not found; this host has: %s" % (", ".join(missing), present))
         return sorted(chosen, key=lambda g: g.index)
 
+    def visible(self, value):
+        """The GPUs a ``CUDA_VISIBLE_DEVICES`` value makes visible, in NVML's terms; see visible_devices."""
+        return visible_devices(self.devices(), value)
+
     def memory(self, gpu):
         """``(used_mib, struct)`` where struct is ``"v2"`` (used excludes reserved) or ``"v1"``."""
         if self._v2 is not False:
@@ -139,3 +143,42 @@ class Nvml:
                 mib += found[proc.pid]
             found[proc.pid] = mib
         return found
+
+
+def visible_devices(gpus, value):
+    """``(gpus, by_index)``: the GPUs ``value`` (a ``CUDA_VISIBLE_DEVICES`` string) names.
+
+    Entries are indices or UUIDs (``GPU-...``, a unique prefix is enough, as CUDA accepts); like CUDA,
+    parsing stops at an entry that is not a device number (``-1`` hides everything after it), and an
+    empty value shows no GPU. An index is the NVML index only when the unit sets
+    ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` (CUDA's default order is fastest first); ``by_index`` says
+    whether any entry was an index, so the caller can check that. Raises NvmlError for an index or
+    UUID this host does not have, an ambiguous prefix, or a MIG device (name the GPUs instead).
+    """
+    chosen, by_index = [], False
+    by_number = {g.index: g for g in gpus}
+    for token in value.split(","):
+        token = token.strip()
+        if not token:
+            break
+        lowered = token.lower()
+        if lowered.startswith("mig-"):
+            raise NvmlError("CUDA_VISIBLE_DEVICES names MIG device %s; give the GPUs explicitly" % token)
+        if lowered.startswith("gpu-"):
+            found = [g for g in gpus if g.uuid.lower().startswith(lowered)]
+            if len(found) != 1:
+                raise NvmlError("CUDA_VISIBLE_DEVICES entry %s matches %s" % (
+                    token, "no GPU of this host" if not found else "several GPUs (%s)"
+                    % ", ".join(g.uuid for g in found)))
+            gpu = found[0]
+        elif token.isdigit():
+            by_index = True
+            gpu = by_number.get(int(token))
+            if gpu is None:
+                raise NvmlError("CUDA_VISIBLE_DEVICES entry %s: this host has no GPU %s (it has %d)"
+                                % (token, token, len(gpus)))
+        else:
+            break  # CUDA ignores this entry and everything after it ("-1" hides all)
+        if gpu not in chosen:
+            chosen.append(gpu)
+    return chosen, by_index

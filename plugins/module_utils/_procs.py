@@ -4,11 +4,14 @@
 """Process discovery from /proc, and SIGTERM -> SIGKILL escalation that waits without fixed sleeps.
 
 Identity of a process is ``(pid, starttime)`` so a recycled pid is never signalled by mistake.
+Who owns a process (its uids) and what it runs (``/proc/PID/exe``) are read from the kernel, never
+from ``argv``, which any process may set to anything.
 """
 from __future__ import annotations
 
 import errno
 import os
+import pwd
 import re
 import select
 import signal
@@ -17,9 +20,10 @@ import time
 # How often to look again when pidfds are not available (old kernel or Python < 3.9).
 POLL_INTERVAL = 0.01
 _SIGTERM_BIT = 1 << (signal.SIGTERM - 1)
-# Interpreters whose script name, not the binary, tells what a process is.
-_INTERPRETERS = re.compile(r"^(python[0-9.]*|perl|ruby|bash|sh|dash|node)$")
 _NODE = re.compile(r"nvidia(\d+)$")
+_NS_INODE = re.compile(r"pid:\[(\d+)\]$")
+# The inode of the initial pid namespace, fixed by the kernel (include/linux/proc_ns.h).
+PID_NS_INIT_INO = 0xEFFFFFFC
 
 
 class Proc:
@@ -43,23 +47,6 @@ class Proc:
     @property
     def dead(self):
         return self.state in ("Z", "X", "x")
-
-    def names(self):
-        """Every name a protect entry may use: comm, argv[0] basename, an interpreter's script."""
-        names = {self.comm}
-        if self.cmdline:
-            first = os.path.basename(self.cmdline[0])
-            names.add(first)
-            if _INTERPRETERS.match(first) and len(self.cmdline) > 1:
-                script = [a for a in self.cmdline[1:] if not a.startswith("-")]
-                if script:
-                    names.add(os.path.basename(script[0]))
-        return names
-
-    def matches(self, protect):
-        names = self.names()
-        # comm is cut to 15 characters by the kernel ("nvidia-persistenced" -> "nvidia-persiste").
-        return any(name in names or name[:15] == self.comm for name in protect)
 
     def command(self):
         return " ".join(self.cmdline) if self.cmdline else "[%s]" % self.comm
@@ -160,6 +147,123 @@ class ProcFS:
         except OSError:
             return False
 
+    def uids(self, pid):
+        """``(real, effective, saved, fs)`` uids of ``pid`` from its status, or None if unreadable."""
+        try:
+            status = self._read(pid, "status").decode(errors="replace")
+        except OSError:
+            return None
+        for line in status.splitlines():
+            if line.startswith("Uid:"):
+                try:
+                    return tuple(int(tok) for tok in line.split()[1:5])
+                except ValueError:
+                    return None
+        return None
+
+    def exe(self, pid):
+        """``Exe`` of the program ``pid`` runs (the kernel's ``/proc/PID/exe``), or None (kernel thread,
+        exited, unreadable). A replaced or deleted file keeps its old path without `` (deleted)``."""
+        link = os.path.join(self.root, str(pid), "exe")
+        try:
+            path = os.readlink(link)
+            info = os.stat(link)  # the file the process runs, even if deleted since
+        except OSError:
+            return None
+        if path.endswith(" (deleted)"):
+            path = path[:-len(" (deleted)")]
+        return Exe(path, info.st_uid, info.st_mode)
+
+    def pidns_nested(self):
+        """True when this process is proven to run in a child pid namespace.
+
+        Only then can NVML (which reports pids of the host's namespace) name pids that ``/proc`` does
+        not show; anywhere else an NVML pid missing from /proc has simply exited. Proof: the inode of
+        ``/proc/self/ns/pid`` is not the initial namespace's (the kernel's PROC_PID_INIT_INO), or
+        ``NSpid`` in ``/proc/self/status`` lists more than one pid. Nothing readable: not proven.
+        """
+        try:
+            match = _NS_INODE.match(os.readlink(os.path.join(self.root, "self", "ns", "pid")))
+        except OSError:
+            match = None
+        if match and int(match.group(1)) != PID_NS_INIT_INO:
+            return True
+        try:
+            status = self._read("self", "status").decode(errors="replace")
+        except OSError:
+            return False
+        for line in status.splitlines():
+            if line.startswith("NSpid:"):
+                return len(line.split()) > 2
+        return False
+
+
+class Exe:
+    """The executable of a process: path, owner uid and mode of the file."""
+
+    __slots__ = ("path", "owner", "mode")
+
+    def __init__(self, path, owner, mode):
+        self.path = path
+        self.owner = owner
+        self.mode = mode
+
+    @property
+    def trusted(self):
+        """Owned by root and writable by nobody else: only an administrator put it there."""
+        return self.owner == 0 and not self.mode & 0o022
+
+
+def user_name(uid):
+    """The login name of ``uid`` or its number as text."""
+    if uid is None:
+        return None
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except (KeyError, OverflowError):
+        return str(uid)
+
+
+def lookup_uid(user):
+    """The uid of a user name or numeric string; raises ValueError for an unknown name."""
+    text = str(user).strip()
+    if text.isdigit():
+        return int(text)
+    try:
+        return pwd.getpwnam(text).pw_uid
+    except KeyError:
+        raise ValueError("unknown user %r" % text) from None
+
+
+class ProtectRule:
+    """One ``protect`` entry: ``PROGRAM`` or ``PROGRAM@USER``.
+
+    PROGRAM is an absolute path, compared with the executable's full path, or a bare name, compared
+    with the executable's basename; a bare name only counts when that file is owned by root and not
+    writable by group or others (so no user can make one up). ``@USER`` (name or uid) also requires
+    the process's real uid to be that user's. ``argv`` and ``comm`` are never looked at: any process
+    can set them to ``nvidia-smi``.
+    """
+
+    def __init__(self, entry):
+        text = str(entry).strip()
+        program, sep, user = text.rpartition("@") if "@" in text else (text, "", "")
+        if not program or (sep and not user):
+            raise ValueError("protect entry %r: expected PROGRAM or PROGRAM@USER" % entry)
+        self.entry = text
+        self.program = program
+        self.uid = lookup_uid(user) if sep else None
+
+    def matches(self, exe, uids):
+        if exe is None:
+            return False
+        if self.program.startswith("/"):
+            if exe.path != self.program:
+                return False
+        elif os.path.basename(exe.path) != self.program or not exe.trusted:
+            return False
+        return self.uid is None or (uids is not None and uids[0] == self.uid)
+
 
 def _systemd_cgroup(text):
     """The cgroup path systemd manages: the name=systemd (v1) line, else the unified (0::) line."""
@@ -173,6 +277,15 @@ def _systemd_cgroup(text):
         if parts[0] == "0":
             unified = parts[2]
     return unified
+
+
+def under(path, prefix):
+    """Whether cgroup ``path`` is ``prefix`` or below it (whole path components: ``/a.service`` is
+    not below ``/a``)."""
+    if not path or not prefix:
+        return False
+    prefix = prefix.rstrip("/")
+    return not prefix or path == prefix or path.startswith(prefix + "/")
 
 
 def ancestors(procs, pid):

@@ -10,6 +10,7 @@ Contract (docs/architecture.md): ``show(run_command, unit, props) -> dict``,
 from __future__ import annotations
 
 import os
+import shlex
 import time
 
 # States in which a unit has no processes left that systemd still manages.
@@ -42,6 +43,25 @@ def show(run_command, unit, props):
         if sep:
             values[key] = value
     return values
+
+
+def environment(value):
+    """``{name: value}`` from a unit's ``Environment`` property as ``systemctl show`` prints it.
+
+    systemd prints the assignments separated by spaces and quotes one that contains a space or a
+    quote (``"A=x y"``), C-style; older versions print them bare. A later assignment wins, as in
+    systemd. ``EnvironmentFile=`` contents are not part of this property.
+    """
+    try:
+        items = shlex.split(value)
+    except ValueError:  # unbalanced quote in an unquoting systemd: take words as they are
+        items = value.split()
+    env = {}
+    for item in items:
+        name, sep, val = item.partition("=")
+        if sep and name:
+            env[name] = val
+    return env
 
 
 def active_state(run_command, unit):

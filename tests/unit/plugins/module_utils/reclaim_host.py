@@ -8,6 +8,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -18,6 +19,8 @@ from ansible_collections.llmops.specdec.tests.unit.mockgpu.mockgpu_testhost impo
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))))
 GPU_HOLD = os.path.join(REPO, "tests", "mockgpu", "bin", "gpu-hold")
+HOLD_LIB = os.path.join(REPO, "tests", "mockgpu", "lib")
+NOBODY = 65534
 BUILD_SHIM = os.path.join(REPO, "tests", "mockgpu", "nvml", "build.sh")
 DEADLINE_S = 15.0
 UUIDS = ["GPU-0a000000-0000-4000-8000-000000000000", "GPU-1b000000-0000-4000-8000-000000000000",
@@ -90,6 +93,55 @@ class GpuHost:
         assert proc.poll() is None, "gpu-hold exited with %s" % proc.returncode
         return proc.pid
 
+    def hold_as(self, *holds, uid=None, exe=None, argv0=None, comm=None, orphan=False):
+        """A holder registered as root that then becomes ``uid`` (os.setuid in the child, as another
+        user's job would run), optionally running a copy of Python named ``exe`` (so /proc/PID/exe has
+        that basename), with ``argv0`` as argv[0] and ``comm`` as its name; its pid once ready.
+        ``orphan``: double fork + setsid first, so it is reparented to init."""
+        ready = self._ready_file()
+        code = ("import json, os, signal, sys\n"
+                "cfg = json.loads(sys.argv[1])\n"
+                "sys.path.insert(0, cfg['lib'])\n"
+                "import mockgpu_hold\n"
+                "if cfg['orphan']:\n"
+                "    if os.fork(): os._exit(0)\n"
+                "    os.setsid()\n"
+                "    if os.fork(): os._exit(0)\n"
+                "holds = [mockgpu_hold.hold(g, m) for g, m in cfg['holds']]\n"
+                "if cfg['comm']: mockgpu_hold.set_name(cfg['comm'])\n"
+                "fd = os.open(cfg['ready'], os.O_WRONLY | os.O_CREAT, 0o644)\n"  # opened as root
+                "if cfg['uid'] is not None:\n"
+                "    os.setgroups([]); os.setgid(cfg['uid']); os.setuid(cfg['uid'])\n"
+                "os.write(fd, b'%d\\n' % os.getpid()); os.close(fd)\n"
+                "while True: signal.pause()\n")
+        cfg = {"lib": HOLD_LIB, "orphan": orphan, "holds": list(holds), "comm": comm, "uid": uid, "ready": ready}
+        binary = exe or os.path.realpath(sys.executable)
+        proc = subprocess.Popen([argv0 or binary, "-c", code, json.dumps(cfg)], executable=binary)
+        self.popens.append(proc)
+
+        def written():
+            try:
+                with open(ready) as handle:
+                    return handle.read().endswith("\n")
+            except OSError:
+                return proc.poll() not in (None, 0)
+
+        wait_for(written, "holder ready")
+        with open(ready) as handle:
+            pid = int(handle.read())
+        if orphan:
+            self.orphans.append(pid)
+        return pid
+
+    def program(self, name):
+        """A root-owned 0755 copy of this Python named ``name``: a process running it has that exe."""
+        path = os.path.join(self.root, "bin", name)
+        if not os.path.exists(path):
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            shutil.copy(os.path.realpath(sys.executable), path)
+            os.chmod(path, 0o755)
+        return path
+
     def orphan(self, gpu, mib):
         """A holder reparented to init (double fork + setsid); its pid."""
         out = subprocess.run([GPU_HOLD, "--orphan", "--gpu", str(gpu), "--mib", str(mib)],
@@ -133,8 +185,10 @@ class FakeUnits:
         self.calls = []
         monkeypatch.setattr(module, "cgroup_pids", self.cgroup_pids)
 
-    def add(self, name, pids, escaped=(), state="active"):
-        self.units[name] = {"pids": list(pids), "escaped": set(escaped), "state": state}
+    def add(self, name, pids, escaped=(), state="active", env="", user=""):
+        """``env``: the Environment property as systemctl prints it; ``user``: User= ("" is root)."""
+        self.units[name] = {"pids": list(pids), "escaped": set(escaped), "state": state, "env": env,
+                            "user": user}
 
     def cgroup_pids(self, control_group):
         unit = self.units.get(control_group.rsplit("/", 1)[-1])
@@ -155,14 +209,15 @@ class FakeUnits:
         unit = self.units.get(name)
         if verb == "show":
             if unit is None:
-                return 0, "LoadState=not-found\nActiveState=inactive\nMainPID=0\nControlGroup=\n", ""
+                return 0, ("LoadState=not-found\nActiveState=inactive\nMainPID=0\nControlGroup=\nUser=\n"
+                           "DynamicUser=no\nEnvironment=\n"), ""
             if unit["state"] == "deactivating" and not self._members(unit):
                 unit["state"] = "inactive"
             running = unit["state"] not in ("inactive", "failed")
             main = unit["pids"][0] if running and unit["pids"] else 0
             group = "/system.slice/%s" % name if running else ""
-            return 0, ("LoadState=loaded\nActiveState=%s\nMainPID=%d\nControlGroup=%s\n"
-                       % (unit["state"], main, group)), ""
+            return 0, ("LoadState=loaded\nActiveState=%s\nMainPID=%d\nControlGroup=%s\nUser=%s\n"
+                       "DynamicUser=no\nEnvironment=%s\n" % (unit["state"], main, group, unit["user"], unit["env"])), ""
         if verb == "stop":
             unit["state"] = "deactivating"
             self._signal(unit, signal.SIGTERM)

@@ -116,3 +116,23 @@ def test_missing_pynvml_module_is_reported(monkeypatch):
     monkeypatch.setattr(_nvml, "pynvml", None)
     with pytest.raises(_nvml.NvmlError, match="nvidia-ml-py"):
         _nvml.Nvml()
+
+
+def test_cuda_visible_devices_by_index_uuid_and_prefix(host, nvml):
+    gpus = nvml.devices()
+
+    def pick(value):
+        chosen, by_index = _nvml.visible_devices(gpus, value)
+        return [g.index for g in chosen], by_index
+
+    assert pick("1") == ([1], True)
+    assert pick("1,0,1") == ([1, 0], True)
+    assert pick(" %s , 0" % UUIDS[1]) == ([1, 0], True)
+    assert pick(UUIDS[0][:10].lower()) == ([0], False)        # a unique prefix, as CUDA accepts
+    assert pick("") == ([], False)                             # empty: no GPU visible
+    assert pick("-1") == ([], False) and pick("0,-1,1") == ([0], True)  # CUDA stops at an invalid entry
+    assert [g.index for g in nvml.visible("0")[0]] == [0]
+    for bad, match in [("5", "no GPU 5"), ("GPU-nope", "matches no GPU"), ("GPU-", "several GPUs"),
+                       ("MIG-1234", "MIG device")]:
+        with pytest.raises(_nvml.NvmlError, match=match):
+            _nvml.visible_devices(gpus, bad)

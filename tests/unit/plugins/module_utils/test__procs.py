@@ -59,14 +59,58 @@ def test_cgroup_line_prefers_the_systemd_hierarchy():
     assert _procs._systemd_cgroup("0::/system.slice/a.service\n") == "/system.slice/a.service"
 
 
-def test_protect_names_match_truncated_comm_and_interpreter_scripts():
-    daemon = _procs.Proc(1, 0, "S", 1, "nvidia-persiste", ["/usr/bin/nvidia-persistenced", "--verbose"], "")
-    script = _procs.Proc(2, 0, "S", 1, "python3", ["/usr/bin/python3", "-u", "/opt/gpu-monitor"], "")
-    worker = _procs.Proc(3, 0, "S", 1, "VLLM::Worker_TP", ["python3", "-m", "vllm"], "")
-    assert daemon.matches(["nvidia-persistenced"])
-    assert script.matches(["gpu-monitor"]) and not script.matches(["dcgm-exporter"])
-    assert not worker.matches(["nvidia-persistenced", "gpu-monitor"])
-    assert worker.matches(["VLLM::Worker_TP"])
+def test_protect_rules_match_the_executable_and_uid_never_argv():
+    smi = _procs.Exe("/usr/bin/nvidia-smi", 0, 0o100755)
+    users_copy = _procs.Exe("/home/alice/bin/nvidia-smi", 1001, 0o100755)
+    writable = _procs.Exe("/opt/tools/nvidia-smi", 0, 0o100777)
+    python = _procs.Exe("/usr/bin/python3.11", 0, 0o100755)
+    by_name = _procs.ProtectRule("nvidia-smi")
+    assert by_name.matches(smi, (1001,) * 4)              # the real nvidia-smi, run by anyone
+    assert not by_name.matches(users_copy, (1001,) * 4)   # a user's own file with that name
+    assert not by_name.matches(writable, (0,) * 4)        # root's, but anyone may replace it
+    assert not by_name.matches(python, (0,) * 4)          # python3 whatever its argv[0] says
+    assert not by_name.matches(None, (0,) * 4)            # kernel thread or unreadable exe
+    by_path = _procs.ProtectRule("/opt/tools/nvidia-smi")
+    assert by_path.matches(writable, (0,) * 4) and not by_path.matches(smi, (0,) * 4)
+    monitor = _procs.ProtectRule("/usr/bin/python3.11@root")
+    assert monitor.uid == 0 and monitor.matches(python, (0, 0, 0, 0))
+    assert not monitor.matches(python, (1001,) * 4) and not monitor.matches(python, None)
+    assert _procs.ProtectRule("dcgm-exporter@65534").uid == 65534
+    for bad in ("@root", "nvidia-smi@", "x@no-such-user-x"):
+        with pytest.raises(ValueError):
+            _procs.ProtectRule(bad)
+
+
+def test_uids_exe_and_pid_namespace_of_real_processes(spawn, tmp_path):
+    child = spawn("os.setresuid(65534, 0, 65534)")  # effective root stays, to write the ready file
+    procfs = _procs.ProcFS()
+    assert procfs.uids(child.pid) == (65534, 0, 65534, 0)
+    assert procfs.uids(os.getpid())[0] == os.getuid()
+    exe = procfs.exe(child.pid)
+    assert exe.path == os.path.realpath(sys.executable) and exe.owner == os.stat(exe.path).st_uid
+    assert procfs.uids(2 ** 22 + 7) is None and procfs.exe(2 ** 22 + 7) is None
+    assert _procs.user_name(65534) == "nobody" and _procs.lookup_uid("nobody") == 65534
+    assert _procs.lookup_uid("4242") == 4242
+    # This test runs in the initial pid namespace: nothing proven. A /proc whose self is in a child
+    # namespace (another inode, or NSpid with two levels) is.
+    assert procfs.pidns_nested() is False
+    fake = tmp_path / "proc"
+    (fake / "self" / "ns").mkdir(parents=True)
+    os.symlink("pid:[4026532999]", str(fake / "self" / "ns" / "pid"))
+    (fake / "self" / "status").write_text("Name:\tx\nNSpid:\t1\n")
+    assert _procs.ProcFS(str(fake)).pidns_nested() is True
+    os.unlink(str(fake / "self" / "ns" / "pid"))
+    os.symlink("pid:[%d]" % _procs.PID_NS_INIT_INO, str(fake / "self" / "ns" / "pid"))
+    assert _procs.ProcFS(str(fake)).pidns_nested() is False
+    (fake / "self" / "status").write_text("Name:\tx\nNSpid:\t4242\t7\n")
+    assert _procs.ProcFS(str(fake)).pidns_nested() is True
+
+
+def test_cgroup_prefixes_compare_whole_components():
+    assert _procs.under("/system.slice/vllm.service", "/system.slice/vllm.service")
+    assert _procs.under("/system.slice/vllm.service/worker", "/system.slice/vllm.service/")
+    assert not _procs.under("/system.slice/vllm.service2", "/system.slice/vllm.service")
+    assert _procs.under("/anything", "/") and not _procs.under("", "/") and not _procs.under("/x", "")
 
 
 def test_tree_helpers(spawn):

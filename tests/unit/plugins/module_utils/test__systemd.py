@@ -118,3 +118,14 @@ def test_cgroup_pids_tries_hybrid_then_legacy_roots(tmp_path):
     assert _systemd.cgroup_pids("/system.slice/a.service", roots=roots) == [7]
     assert _systemd.cgroup_pids("", roots=roots) == []
     assert _systemd.cgroup_pids("/system.slice/gone.service", roots=roots) == []
+
+
+def test_environment_property_as_systemctl_prints_it():
+    assert _systemd.environment("") == {}
+    assert _systemd.environment("CUDA_VISIBLE_DEVICES=0,1 CUDA_DEVICE_ORDER=PCI_BUS_ID") == {
+        "CUDA_VISIBLE_DEVICES": "0,1", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    # quoted when a value has a space (newer systemd); the later assignment wins
+    assert _systemd.environment('"A=x y" CUDA_VISIBLE_DEVICES=0 CUDA_VISIBLE_DEVICES=3') == {
+        "A": "x y", "CUDA_VISIBLE_DEVICES": "3"}
+    # an unbalanced quote from an unquoting systemd: words as they are
+    assert _systemd.environment('B=it"s CUDA_VISIBLE_DEVICES=2')["CUDA_VISIBLE_DEVICES"] == "2"

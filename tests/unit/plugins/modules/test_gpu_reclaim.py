@@ -1,14 +1,16 @@
 """gpu_reclaim main(): options, check/diff mode, results and failures, on the NVML shim with real holders."""
 from __future__ import annotations
 
+import pynvml
 import pytest
+import yaml
 from ansible.module_utils import basic
 
 from ansible_collections.llmops.specdec.plugins.module_utils import _nvml, _systemd
 from ansible_collections.llmops.specdec.plugins.modules import gpu_reclaim
 from ansible_collections.llmops.specdec.tests.unit.plugins.modules.module_harness import ExitJson, FailJson, run_module
 from ansible_collections.llmops.specdec.tests.unit.plugins.module_utils.reclaim_host import (
-    FakeUnits, alive)
+    NOBODY, FakeUnits, alive)
 
 
 @pytest.fixture
@@ -30,7 +32,7 @@ def run(args, outcome=ExitJson):
 def test_check_then_real_then_check_then_real(host, systemctl):
     main = host.hold((0, 2000))
     stray = host.hold((1, 1000))
-    spared = host.hold((1, 500), name="nv-hostengine")
+    spared = host.hold_as((1, 500), exe=host.program("nv-hostengine"))  # the executable counts, not argv
     systemctl.add("vllm.service", [main])
     args = {"units": ["vllm.service"], "scope": "gpu", "gpus": ["0", "1"], "term_timeout": 2,
             "protect": ["nv-hostengine"], "_ansible_diff": True}
@@ -39,7 +41,8 @@ def test_check_then_real_then_check_then_real(host, systemctl):
     # naming it, and nothing is stopped or signalled.
     for check_mode in (True, False):
         refused = run(dict(args, _ansible_check_mode=check_mode), FailJson)
-        assert "GPU(s) 1 would stay busy" in refused["msg"] and "left alone: protected name" in refused["msg"]
+        assert "GPU(s) 1 would stay busy" in refused["msg"] and "left alone: protected program" in refused["msg"]
+        assert refused["touched"] is False and refused["stopped"] == []
         assert refused["signalled"] == [] and refused["units"][0]["action"] == "none"
         assert alive(spared) and alive(main) and alive(stray)
     assert [c for c in systemctl.calls if "stop" in c] == []
@@ -53,20 +56,22 @@ def test_check_then_real_then_check_then_real(host, systemctl):
 
     real = run(args)
     assert real["changed"] is True and not alive(main) and alive(stray) and alive(spared)
+    assert real["touched"] is True and real["stopped"] == ["vllm.service"] and real["gpus_source"] == "gpus"
     assert real["units"][0]["action"] == "stopped" and real["gpus"][0]["used_mib_after"] == 0
 
     again = run(dict(args, _ansible_check_mode=True))
     assert again["changed"] is False and again["diff"]["before"] == again["diff"]["after"]
     final = run(args)
     assert final["changed"] is False and final["signalled"] == [] and final["units"][0]["action"] == "none"
+    assert final["touched"] is False and final["stopped"] == []
     assert final["gpus"][0]["used_mib_after"] == 0
 
 
 def test_without_diff_mode_no_diff_is_returned(host, systemctl):
     host.hold((0, 100))
-    result = run({"scope": "gpu"})
+    result = run({"scope": "gpu", "gpus": ["all"]})
     assert result["changed"] is True and "diff" not in result
-    assert set(result) >= {"gpus", "units", "signalled", "spared", "elapsed"}
+    assert set(result) >= {"gpus", "gpus_source", "units", "signalled", "spared", "elapsed", "touched", "stopped"}
 
 
 def test_missing_gpu_fails_before_the_unit_is_touched(host, systemctl):
@@ -87,3 +92,70 @@ def test_missing_pynvml_is_a_missing_required_lib(monkeypatch, systemctl):
 def test_bad_scope_is_rejected_by_the_argument_spec():
     result = run({"scope": "everything"}, FailJson)
     assert "scope" in result["msg"] and "unit, gpu" in result["msg"]
+
+
+def test_the_services_gpus_by_default_and_another_users_job_survives(host, systemctl):
+    main = host.hold((0, 2000))
+    job = host.hold_as((1, 9000), uid=NOBODY)  # another user's job on a GPU the service does not use
+    systemctl.add("vllm.service", [main], env="CUDA_VISIBLE_DEVICES=0 CUDA_DEVICE_ORDER=PCI_BUS_ID")
+    result = run({"units": ["vllm.service"], "scope": "gpu"})
+    assert result["gpus_source"] == "CUDA_VISIBLE_DEVICES" and [g["index"] for g in result["gpus"]] == [0]
+    assert not alive(main) and alive(job)
+
+
+def test_another_users_job_on_the_services_gpu_refuses_with_the_unit_untouched(host, systemctl):
+    main = host.hold((0, 2000))
+    job = host.hold_as((0, 9000), uid=NOBODY)
+    systemctl.add("vllm.service", [main], env="CUDA_VISIBLE_DEVICES=0 CUDA_DEVICE_ORDER=PCI_BUS_ID")
+    for check_mode in (True, False):
+        result = run({"units": ["vllm.service"], "scope": "gpu", "_ansible_check_mode": check_mode}, FailJson)
+        assert "pid %d (" % job in result["msg"] and "user nobody" in result["msg"]
+        assert result["touched"] is False and alive(main) and alive(job)
+    assert [c for c in systemctl.calls if "stop" in c] == []
+
+
+def test_nvml_lost_after_the_stop_fails_cleanly_with_touched(host, systemctl, monkeypatch):
+    main = host.hold((0, 2000))
+    systemctl.add("vllm.service", [main], env="CUDA_VISIBLE_DEVICES=0")
+
+    class Lost:
+        def __getattr__(self, name):
+            return getattr(pynvml, name)
+
+        def nvmlDeviceGetComputeRunningProcesses(self, handle):
+            if any(c[1] == "stop" for c in systemctl.calls):
+                raise pynvml.NVMLError(pynvml.NVML_ERROR_GPU_IS_LOST)
+            return pynvml.nvmlDeviceGetComputeRunningProcesses(handle)
+
+    monkeypatch.setattr(_nvml, "pynvml", Lost())
+    result = run({"units": ["vllm.service"]}, FailJson)
+    assert result["msg"].startswith("NVML failed during the reclaim") and "roll back" in result["msg"]
+    assert result["touched"] is True and result["stopped"] == ["vllm.service"] and result["changed"] is True
+    assert "exception" not in result
+
+
+def test_documentation_matches_the_argument_spec(monkeypatch):
+    seen = {}
+
+    class Captured(Exception):
+        pass
+
+    def capture(self, argument_spec, **kwargs):
+        seen.update(argument_spec)
+        seen["__check_mode"] = kwargs.get("supports_check_mode")
+        raise Captured()
+
+    monkeypatch.setattr(basic.AnsibleModule, "__init__", capture)
+    with pytest.raises(Captured):
+        gpu_reclaim.main()
+    assert seen.pop("__check_mode") is True
+    doc = yaml.safe_load(gpu_reclaim.DOCUMENTATION)["options"]
+    assert set(doc) == set(seen)
+    for name, spec in seen.items():
+        assert doc[name]["type"] == spec["type"], name
+        assert doc[name].get("elements") == spec.get("elements"), name
+        assert doc[name].get("default") == spec.get("default"), name
+        assert doc[name].get("choices") == spec.get("choices"), name
+    returns = yaml.safe_load(gpu_reclaim.RETURN)
+    assert {"touched", "stopped", "gpus_source", "gpus", "units", "signalled", "spared"} <= set(returns)
+    yaml.safe_load(gpu_reclaim.EXAMPLES)
