@@ -1,5 +1,5 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filters over module_utils/_verdict.py: the keep-or-rollback decision for playbooks."""
+"""Filters over module_utils/_verdict.py: the keep-or-rollback decision for playbooks (docs/verdict.md)."""
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
@@ -11,29 +11,55 @@ def _wrap(func):
     def call(*args, **kwargs):
         try:
             return func(*args, **kwargs)
-        except (_verdict.VerdictError, KeyError, TypeError) as exc:
+        except (_verdict.VerdictError, KeyError, TypeError, ValueError) as exc:
             raise AnsibleFilterError("%s: %s" % (func.__name__, exc))
+    call.__name__ = func.__name__
     return call
+
+
+def _string_keys(result):
+    # Keys as strings: summaries and verdicts travel through JSON (host files, set_stats, reports).
+    if isinstance(result.get("levels"), dict):
+        result = dict(result, levels={str(k): v for k, v in result["levels"].items()})
+    if isinstance(result.get("requests"), dict):
+        result = dict(result, requests={str(k): v for k, v in result["requests"].items()})
+    return result
 
 
 def verdict_thresholds(overrides):
     return _verdict.thresholds(overrides)
 
 
-def verdict_summary(bench):
-    # Keys as strings: the summary travels through JSON (host files, set_stats, reports).
-    summary = _verdict.summarize(bench)
-    return {"levels": {str(k): v for k, v in summary["levels"].items()}}
+def verdict_plan(overrides=None):
+    return _verdict.plan(overrides)
 
 
-def verdict_decide(candidate, baseline, thresholds=None):
-    return _verdict.decide(baseline, candidate, thresholds)
+def verdict_summary(bench, max_tokens=None):
+    return _string_keys(_verdict.summarize(bench, max_tokens))
+
+
+def verdict_decide(candidate, baseline, thresholds=None, plan=None, max_tokens=None):
+    return _string_keys(_verdict.decide(baseline, candidate, thresholds, plan, max_tokens, final=True))
+
+
+def verdict_round(candidate, baseline, thresholds=None, plan=None, max_tokens=None):
+    return _string_keys(_verdict.decide(baseline, candidate, thresholds, plan, max_tokens, final=False))
+
+
+def verdict_problems(measurement, thresholds=None, max_tokens=None, side="baseline"):
+    return _verdict.problems(measurement, thresholds, max_tokens, side)
+
+
+def verdict_drift(after, before, plan=None):
+    return _verdict.drift(before, after, plan)
+
+
+def verdict_line(record):
+    return _verdict.verdict_line(record)
 
 
 class FilterModule:
     def filters(self):
-        return {
-            "verdict_thresholds": _wrap(verdict_thresholds),
-            "verdict_summary": _wrap(verdict_summary),
-            "verdict_decide": _wrap(verdict_decide),
-        }
+        return {func.__name__: _wrap(func) for func in (
+            verdict_thresholds, verdict_plan, verdict_summary, verdict_decide, verdict_round, verdict_problems,
+            verdict_drift, verdict_line)}

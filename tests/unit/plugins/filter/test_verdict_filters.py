@@ -46,3 +46,43 @@ def test_thresholds_merge_and_bad_names_raise_filter_errors(env):
         render(env, "{{ {'speedup': 2} | verdict_thresholds }}")
     with pytest.raises(AnsibleFilterError, match="verdict_summary: benchmark result has no levels"):
         render(env, "{{ {'levels': []} | verdict_summary }}")
+
+
+def _sampled(tok_s, n=24, c=1):
+    e2e = [256 / tok_s * 1000.0 * (1 + 0.01 * ((i * 7) % 5 - 2)) for i in range(n)]
+    return {"concurrency": c, "ok": n, "errors": 0, "output_tok_s": tok_s, "duration_s": sum(e2e) / 1000.0,
+            "tpot_ms": {"median": 1000.0 / tok_s}, "ttft_ms": {"median": 20.0},
+            "samples": {"e2e_ms": e2e, "output_tokens": [256] * n, "tpot_ms": [x / 256 for x in e2e],
+                        "ttft_ms": [20.0 + (i % 3) for i in range(n)]}}
+
+
+def test_booleans_are_refused_as_thresholds_through_jinja(env):
+    with pytest.raises(AnsibleFilterError, match="verdict_thresholds: threshold min_speedup must be a number, not a boolean"):
+        render(env, "{{ {'min_speedup': true} | verdict_thresholds }}")
+    with pytest.raises(AnsibleFilterError, match="verdict_plan: plan setting alpha must be a number, not a boolean"):
+        render(env, "{{ {'alpha': false} | verdict_plan }}")
+
+
+def test_rounds_plan_problems_and_the_line_as_the_role_calls_them(env):
+    base = {"max_tokens": 256, "levels": [_sampled(80.0, n=72)]}
+    fast = {"max_tokens": 256, "levels": [_sampled(120.0)]}
+    plan = json.loads(render(env, "{{ {} | verdict_plan | tojson }}"))
+    assert plan["rounds"] == [24, 48, 72]
+    assert render(env, "{{ b | verdict_summary(256) | verdict_problems | length }}", b=base) == "0"
+    verdict = json.loads(render(env, "{{ [c | verdict_summary] | verdict_round(b | verdict_summary, {}, {}, 256) | tojson }}",
+                                c=fast, b=base))
+    assert (verdict["decision"], verdict["verdict"], verdict["requests"]) == ("keep", "keep", {"1": 24})
+    line = render(env, "{{ v | verdict_line }}", v=dict(verdict, host="h1", label="ngram k=2", suite="chat", outcome="kept"))
+    assert line.startswith("h1: KEPT ngram k=2 on chat (x1.50 [")
+    drift = json.loads(render(env, "{{ b | verdict_drift(b) | tojson }}", b=base))
+    assert drift["unstable"] is False
+
+
+def test_an_all_failed_baseline_is_invalid_through_the_filters(env):
+    broken = {"levels": [{"concurrency": 1, "ok": 0, "errors": 8, "output_tok_s": 0.0, "error_kinds": {"http_5xx": 8}}]}
+    out = render(env, "{{ (c | verdict_summary) | verdict_decide(b | verdict_summary) | tojson }}", c=BENCH_FAST, b=broken)
+    verdict = json.loads(out)
+    assert (verdict["decision"], verdict["verdict"], verdict["speedup"]) == ("rollback", "invalid", None)
+    assert "Infinity" not in out and "NaN" not in out
+    problems = json.loads(render(env, "{{ b | verdict_summary | verdict_problems | tojson }}", b=broken))
+    assert problems == [{"side": "baseline", "level": 1, "why": "every request failed (8 error(s): http_5xx=8)"}]

@@ -1,5 +1,9 @@
 from __future__ import annotations
 
+import json
+import math
+import random
+
 import pytest
 
 from ansible_collections.llmops.specdec.plugins.module_utils import _verdict as v
@@ -38,12 +42,13 @@ def test_win_single_stream_but_loss_under_load_rolls_back():
     assert out["reason"].startswith("c=8 output 450.0 vs 500.0")
 
 
-def test_errors_above_the_limit_roll_back_even_when_faster():
+def test_errors_above_the_limit_make_the_candidate_invalid_and_roll_back_even_when_faster():
     cand = v.summarize({"levels": [level(1, 130.0, 7.6, 55.0, errors=1, completed=9),
                                    level(8, 600.0, 12.0, 65.0)]})
     out = v.decide(BASE, cand)
-    assert out["decision"] == "rollback"
-    assert "errors 10.0%, allowed <= 1.0%" in out["reason"]
+    assert (out["decision"], out["verdict"]) == ("rollback", "invalid")
+    assert out["invalid"] == [{"side": "candidate", "level": 1, "why": "errors 10.0% [1.8%, 40.4%] above the limit 1.0%"}]
+    assert out["reason"] == "candidate c=1 invalid: errors 10.0% [1.8%, 40.4%] above the limit 1.0%"
 
 
 def test_thresholds_are_overridable_and_only_known_keys():
@@ -56,6 +61,7 @@ def test_thresholds_are_overridable_and_only_known_keys():
         v.thresholds({"min_speedup": "fast"})
     with pytest.raises(v.VerdictError, match="must be >= 0"):
         v.thresholds({"max_error_rate": -1})
+    assert v.thresholds({"min_speedup": "1.2", "max_error_rate": None})["min_speedup"] == 1.2  # survey strings
 
 
 def test_levels_must_overlap():
@@ -73,8 +79,269 @@ def test_a_run_where_everything_failed_has_error_rate_one():
 
 
 def test_a_baseline_read_back_from_json_compares_like_the_original():
-    import json
     stored = json.loads(json.dumps(BASE))
     assert set(stored["levels"]) == {"1", "8"}
     cand = v.summarize({"levels": [level(1, 130.0, 7.6, 55.0), level(8, 600.0, 12.0, 65.0)]})
     assert v.decide(stored, cand) == v.decide(BASE, cand)
+
+
+# --------------------------------------------------------------------------- settings
+
+@pytest.mark.parametrize("value", [True, False])
+def test_booleans_are_not_thresholds(value):
+    with pytest.raises(v.VerdictError, match="threshold min_speedup must be a number, not a boolean"):
+        v.thresholds({"min_speedup": value})
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), "-inf", "nan"])
+def test_thresholds_must_be_finite(value):
+    with pytest.raises(v.VerdictError, match="threshold max_tpot_regression must be a finite number"):
+        v.thresholds({"max_tpot_regression": value})
+
+
+def test_thresholds_error_rate_is_a_share_and_must_be_a_mapping():
+    with pytest.raises(v.VerdictError, match="must be <= 1"):
+        v.thresholds({"max_error_rate": 2})
+    with pytest.raises(v.VerdictError, match="thresholds must be a mapping"):
+        v.thresholds(["min_speedup"])
+
+
+def test_plan_defaults_rounds_and_validation():
+    plan = v.plan()
+    assert plan["rounds"] == [24, 48, 72]
+    assert v.plan({"first_round": 8, "round_requests": 16, "max_requests": 40})["rounds"] == [8, 24, 40]
+    assert v.plan({"first_round": 100})["rounds"] == [72]
+    assert v.plan(dict(plan))["rounds"] == plan["rounds"]  # a plan read back from a verdict is accepted
+    with pytest.raises(v.VerdictError, match="unknown plan setting 'budget'"):
+        v.plan({"budget": 3})
+    with pytest.raises(v.VerdictError, match="plan setting alpha must be a number, not a boolean"):
+        v.plan({"alpha": True})
+    with pytest.raises(v.VerdictError, match="plan setting max_requests must be a whole number >= 1"):
+        v.plan({"max_requests": 2.5})
+    with pytest.raises(v.VerdictError, match="plan setting alpha must be < 0.5"):
+        v.plan({"alpha": 0.5})
+    with pytest.raises(v.VerdictError, match="plan setting max_seconds must be > 0"):
+        v.plan({"max_seconds": 0})
+    assert v.plan({"host_shift": 0})["host_shift"] == 0.0
+
+
+# --------------------------------------------------------------------------- broken inputs (issue 12, item 7)
+
+def sampled(c, n, e2e_ms=3000.0, tpot=11.5, ttft=50.0, tokens=256, seed=0, jitter=0.05):
+    """A spec_bench level with per-request samples (deterministic jitter)."""
+    rng = random.Random("%s-%s-%s-%s" % (c, n, e2e_ms, seed))
+    js = [math.exp(rng.gauss(0, jitter)) for _draw in range(n)]
+    e2e = [e2e_ms * j for j in js]
+    return {"concurrency": c, "ok": n, "errors": 0, "output_tok_s": c * tokens * n / (sum(e2e) / 1000.0),
+            "duration_s": sum(e2e) / 1000.0 / c, "tpot_ms": {"median": tpot}, "ttft_ms": {"median": ttft},
+            "samples": {"e2e_ms": e2e, "output_tokens": [tokens] * n, "tpot_ms": [tpot * j for j in js],
+                        "ttft_ms": [ttft * math.exp(rng.gauss(0, jitter)) for _draw in range(n)]},
+            "samples_truncated": False}
+
+
+def run_of(*levels, max_tokens=256):
+    return {"max_tokens": max_tokens, "levels": list(levels)}
+
+
+SAMPLED_BASE = run_of(sampled(1, 72), sampled(8, 72, e2e_ms=3500.0))
+
+
+def test_a_baseline_whose_requests_all_failed_is_invalid_not_an_infinite_speedup():
+    # issue 12: such a baseline was stored as 0 tok/s and a 900 ms/token candidate was kept with speed-up inf
+    broken = run_of({"concurrency": 1, "ok": 0, "errors": 8, "error_kinds": {"http_5xx": 8}, "output_tok_s": 0.0,
+                     "tpot_ms": {"median": None}, "ttft_ms": {"median": None}})
+    slow = run_of(dict(sampled(1, 8, e2e_ms=230000.0, tpot=900.0)))
+    for out in (v.decide(broken, slow), v.decide(v.summarize(broken), v.summarize(slow))):
+        assert (out["decision"], out["verdict"]) == ("rollback", "invalid")
+        assert out["invalid"] == [{"side": "baseline", "level": 1, "why": "every request failed (8 error(s): http_5xx=8)"}]
+        assert out["speedup"] is None and out["speedup_ci"] is None
+        assert out["reason"] == "baseline c=1 invalid: every request failed (8 error(s): http_5xx=8) - re-measure the baseline"
+        json.dumps(out, allow_nan=False)
+
+
+def test_a_legacy_summary_at_0_tok_s_is_invalid():
+    base = v.summarize({"levels": [level(1, 0.0, 12.0, 50.0)]})
+    out = v.decide(base, v.summarize({"levels": [level(1, 80.0, 12.0, 50.0)]}))
+    assert out["verdict"] == "invalid" and out["invalid"][0]["why"] == "0 tok/s"
+    json.dumps(out, allow_nan=False)
+
+
+@pytest.mark.parametrize("tokens, why", [
+    (10 ** 6, "1 request(s) report more output tokens than max_tokens 256 (1e+06)"),
+    (-1000, "1 negative output_tokens sample(s) (-1000)"),
+])
+def test_usage_counts_beyond_max_tokens_or_negative_are_invalid(tokens, why):
+    cand = sampled(1, 24)
+    cand["samples"]["output_tokens"][3] = tokens
+    out = v.decide(SAMPLED_BASE, run_of(cand))
+    assert out["verdict"] == "invalid"
+    assert out["invalid"] == [{"side": "candidate", "level": 1, "why": why}]
+    # max_tokens passed by the caller wins over the one in the result
+    assert v.decide(SAMPLED_BASE, run_of(sampled(1, 24), max_tokens=None), max_tokens=100)["verdict"] == "invalid"
+
+
+@pytest.mark.parametrize("mutate, why", [
+    (lambda lv: lv.update(output_tok_s=float("inf")), "output tok/s is not a finite number (inf)"),
+    (lambda lv: lv.update(output_tok_s=float("nan")), "output tok/s is not a finite number (nan)"),
+    (lambda lv: lv.update(tpot_ms={"median": float("inf")}), "median tpot_ms is inf"),
+    (lambda lv: lv["samples"]["e2e_ms"].__setitem__(0, float("nan")), "1 non-finite e2e_ms sample(s) (nan)"),
+    (lambda lv: lv["samples"]["ttft_ms"].__setitem__(0, -5.0), "1 negative ttft_ms sample(s) (-5.0)"),
+    (lambda lv: lv["samples"]["tpot_ms"].pop(), "samples of unequal length (e2e_ms 24, output_tokens 24, tpot_ms 23, ttft_ms 24)"),
+    (lambda lv: lv["samples"]["e2e_ms"].__setitem__(0, 0.0), "end-to-end time of 0 ms in samples"),
+])
+def test_non_finite_or_impossible_figures_are_invalid(mutate, why):
+    cand = sampled(1, 24)
+    mutate(cand)
+    out = v.decide(SAMPLED_BASE, run_of(cand))
+    assert out["verdict"] == "invalid" and out["invalid"][0]["why"] == why
+    json.dumps(out, allow_nan=False)
+
+
+def test_errors_above_the_limit_on_the_baseline_are_named_and_problems_lists_them():
+    base = sampled(1, 72)
+    base["errors"], base["error_kinds"] = 2, {"timeout": 2}
+    assert v.problems(run_of(base)) == [
+        {"side": "baseline", "level": 1, "why": "errors 2.7% [0.7%, 9.3%] above the limit 1.0% (timeout=2)"}]
+    assert v.problems(SAMPLED_BASE) == []
+    out = v.decide(run_of(base), run_of(sampled(1, 24, e2e_ms=2000.0)))
+    assert out["verdict"] == "invalid" and out["reason"].endswith("re-measure the baseline")
+
+
+# --------------------------------------------------------------------------- sequential verdict
+
+def test_a_clear_win_from_samples_is_kept_in_the_first_round_with_its_interval():
+    cand = run_of(sampled(1, 24, e2e_ms=2000.0, tpot=7.7, seed=1), sampled(8, 24, e2e_ms=2300.0, tpot=7.7, seed=1))
+    out = v.decide(SAMPLED_BASE, [cand], final=False)
+    assert (out["decision"], out["verdict"], out["round"], out["method"]) == ("keep", "keep", 1, "samples")
+    low, high = out["speedup_ci"]
+    assert low < out["speedup"] < high and out["speedup"] == pytest.approx(1.5, rel=0.03)
+    assert out["reason"].startswith("c=1 output ")
+    assert "shown >= x1.02 with a 2% host shift (bound x" in out["reason"]
+    assert all(c["status"] == "pass" for c in out["checks"])
+    assert out["next"] is None
+    json.dumps(out, allow_nan=False)
+
+
+def test_a_clear_loss_is_rolled_back_after_one_round_naming_the_failing_checks():
+    cand = run_of(sampled(1, 24, e2e_ms=6000.0, tpot=23.0, seed=2))
+    out = v.decide(SAMPLED_BASE, [cand], final=False)
+    assert (out["decision"], out["verdict"], out["round"]) == ("rollback", "rollback", 1)
+    assert out["reason"].startswith("c=1 output ")
+    assert "cannot be shown >= x1.02" in out["reason"] and "c=1 TPOT 23.0 vs 11.5 ms" in out["reason"]
+    assert out["speedup"] == pytest.approx(0.5, rel=0.03)
+
+
+def marginal_rounds(n_rounds, seed=3):
+    # x1.05 with 5 % jitter: not decided in one round of 24
+    return [run_of(sampled(1, 24, e2e_ms=3000.0 / 1.05, tpot=11.5 / 1.05, seed=seed + k),
+                   sampled(8, 24, e2e_ms=3500.0 / 1.05, tpot=11.5 / 1.05, seed=seed + k)) for k in range(n_rounds)]
+
+
+def test_an_undecided_round_asks_for_the_next_one_and_calling_per_round_equals_one_call():
+    rounds = marginal_rounds(3)
+    first = v.decide(SAMPLED_BASE, rounds[:1], final=False)
+    assert (first["decision"], first["verdict"]) == ("continue", "continue")
+    assert first["next"]["requests"] == 24 and first["next"]["final"] is False
+    assert first["reason"].startswith("round 1, 24 request(s) at c=1 c=8; next round 24 request(s) at ")
+    # what the role does: after each round, all rounds so far; it stops at the first decision
+    answers = []
+    for k in range(1, 4):
+        answers.append(v.decide(SAMPLED_BASE, rounds[:k], final=False))
+        if answers[-1]["decision"] != "continue":
+            break
+    once = v.decide(SAMPLED_BASE, rounds, final=False)
+    assert once == answers[-1]
+    # rounds sent after a decision do not change it
+    assert v.decide(SAMPLED_BASE, rounds + marginal_rounds(1, seed=40), final=False)["round"] == once["round"]
+
+
+def test_the_last_planned_round_is_announced_and_ends_inconclusive_or_decided():
+    rounds = marginal_rounds(3)
+    second = v.decide(SAMPLED_BASE, rounds[:2], final=False)
+    assert second["next"] == {"requests": 24, "concurrency": [1, 8], "final": True}
+    last = v.decide(SAMPLED_BASE, rounds, final=False)
+    assert (last["decision"], last["verdict"], last["round"]) == ("rollback", "inconclusive", 3)
+    assert last["reason"].startswith("not shown faster after 72 request(s) at c=1 c=8: c=1 output ")
+
+
+def test_a_level_whose_checks_all_passed_is_not_measured_again():
+    cand = run_of(sampled(1, 24, e2e_ms=2000.0, tpot=7.7, seed=5), sampled(8, 24, e2e_ms=3500.0 / 1.05, tpot=11.0, seed=5))
+    out = v.decide(SAMPLED_BASE, [cand], final=False)
+    assert out["next"]["concurrency"] == [8]
+    # the next round only measures c=8; c=1 stays passed
+    again = v.decide(SAMPLED_BASE, [cand, run_of(sampled(8, 24, e2e_ms=3500.0 / 1.05, tpot=11.0, seed=6))], final=False)
+    assert [c for c in again["checks"] if c["level"] == 1 and c["figure"] == "output_tok_s"][0]["status"] == "pass"
+    assert again["requests"] == {1: 24, 8: 48}
+
+
+def test_the_seconds_budget_ends_the_rounds():
+    rounds = marginal_rounds(1)
+    # one round took 24 * 3 s at c=1 plus 3 waves at c=8 (about 82 s): a second one does not fit in 100 s
+    out = v.decide(SAMPLED_BASE, rounds, plan_overrides={"max_seconds": 100}, final=False)
+    assert (out["decision"], out["verdict"], out.get("budget")) == ("rollback", "inconclusive", "seconds")
+    assert "(seconds budget 100 s)" in out["reason"]
+    # room for exactly one more round: it is announced as the last one (and so spends the alpha left)
+    out = v.decide(SAMPLED_BASE, rounds, plan_overrides={"max_seconds": 200}, final=False)
+    assert out["next"] == {"requests": 24, "concurrency": [1, 8], "final": True}
+
+
+def test_final_judges_what_it_has_inconclusive_when_undecided():
+    out = v.decide(SAMPLED_BASE, marginal_rounds(1), final=True)
+    assert (out["decision"], out["verdict"], out["next"]) == ("rollback", "inconclusive", None)
+    assert out["reason"].startswith("not shown faster after 24 request(s) at c=1 c=8: c=1 output ")
+
+
+def test_same_inputs_same_verdict_and_json_round_trip():
+    rounds = marginal_rounds(2)
+    one = v.decide(SAMPLED_BASE, rounds, final=False)
+    stored = json.loads(json.dumps(v.summarize(SAMPLED_BASE)))
+    assert v.decide(stored, [json.loads(json.dumps(v.summarize(r))) for r in rounds], final=False) == one
+
+
+def test_summarize_merges_rounds_and_keeps_samples():
+    rounds = marginal_rounds(2)
+    merged = v.summarize(rounds)
+    lv = merged["levels"][1]
+    assert lv["ok"] == 48 and len(lv["samples"]["e2e_ms"]) == 48 and merged["max_tokens"] == 256
+    assert lv["duration_s"] == pytest.approx(sum(r["levels"][0]["duration_s"] for r in rounds))
+    assert lv["tpot_ms"] == pytest.approx(sorted(lv["samples"]["tpot_ms"])[23:25][0], rel=0.01)
+
+
+def test_min_speedup_zero_keeps_anything_that_is_valid():
+    keep_any = {"min_speedup": 0.0, "max_tpot_regression": 100.0, "max_ttft_regression": 100.0, "max_error_rate": 1.0}
+    out = v.decide(SAMPLED_BASE, run_of(sampled(1, 24, e2e_ms=6000.0, tpot=23.0)), keep_any)
+    assert out["decision"] == "keep"
+
+
+# --------------------------------------------------------------------------- one verdict line, drift
+
+def test_verdict_line_legacy_record_reads_as_before():
+    rec = {"host": "gpu1", "outcome": "rolled_back", "label": "ngram k=5", "suite": "reasoning", "speedup": 0.5,
+           "reason": "c=1 output 41.0 vs 82.0 tok/s = x0.50, needs >= x1.05"}
+    assert v.verdict_line(rec) == (
+        "gpu1: ROLLED BACK ngram k=5 on reasoning (x0.50) - c=1 output 41.0 vs 82.0 tok/s = x0.50, needs >= x1.05")
+    assert v.verdict_line(dict(rec, outcome="failed", speedup=None, reason="candidate failed")).startswith(
+        "gpu1: FAILED ngram k=5 on reasoning - candidate failed")
+
+
+def test_verdict_line_with_interval_word_from_the_verdict_and_drift():
+    rec = {"host": "gpu1", "label": "ngram k=5", "suite": "reasoning", "speedup": 0.512, "speedup_ci": [0.49, 0.53],
+           "verdict": "inconclusive", "reason": "not shown faster ..."}
+    assert v.verdict_line(rec) == "gpu1: INCONCLUSIVE ngram k=5 on reasoning (x0.51 [0.49, 0.53]) - not shown faster ..."
+    rec.update(outcome="rolled_back", drift={"unstable": True, "reason": "c=1 output tok/s after/before x0.930"})
+    assert v.verdict_line(rec) == ("gpu1: ROLLED BACK ngram k=5 on reasoning (x0.51 [0.49, 0.53]) - not shown faster ...; "
+                                   "host unstable: c=1 output tok/s after/before x0.930")
+
+
+def test_drift_flags_a_host_that_moved_beyond_the_allowed_shift():
+    same = run_of(sampled(1, 72, seed=9), sampled(8, 72, e2e_ms=3500.0, seed=9))
+    steady = v.drift(SAMPLED_BASE, same)
+    assert steady["unstable"] is False and steady["reason"].startswith("within the 2% host shift: c=1 output tok/s x")
+    slower = run_of(sampled(1, 72, e2e_ms=3000.0 / 0.92, tpot=11.5 / 0.92, seed=9), sampled(8, 72, e2e_ms=3500.0, seed=9))
+    moved = v.drift(SAMPLED_BASE, slower)
+    assert moved["unstable"] is True
+    assert moved["reason"].startswith("c=1 output tok/s after/before x0.9")
+    assert "beyond the 2% host shift allowed" in moved["reason"]
+    assert {(r["level"], r["figure"]) for r in moved["levels"] if r["beyond"]} == {(1, "output_tok_s"), (1, "tpot_ms")}
+    # without samples: the point ratio against the same band
+    assert v.drift(BASE, v.summarize({"levels": [level(1, 70.0, 12.2, 50.0), level(8, 500.0, 15.0, 60.0)]}))["unstable"]
