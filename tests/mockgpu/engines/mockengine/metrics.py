@@ -44,7 +44,8 @@ class Stats:
         self.waiting = 0
         self.prompt_tokens = 0
         self.generation_tokens = 0
-        self.success = {"stop": 0, "length": 0, "abort": 0}
+        # vllm.v1.engine.FinishReason: every reason has its series from the start
+        self.success = {"stop": 0, "length": 0, "abort": 0, "error": 0, "repetition": 0}
         self.drafts = 0
         self.draft_tokens = 0
         self.accepted = 0
@@ -101,13 +102,20 @@ class Stats:
         return (self.drafts + self.accepted) / self.drafts if self.drafts else 0.0
 
     # -- Prometheus text -------------------------------------------------
+    # prometheus_client 0.26's generate_latest (text format 0.0.4, what both engines serve): a counter's
+    # HELP/TYPE name carries `_total`; every `_created` series is a gauge family of its own.
+    def _created(self, out, name, help_text, label_sets):
+        out.append("# HELP %s_created %s" % (name, help_text))
+        out.append("# TYPE %s_created gauge" % name)
+        for labels in label_sets:
+            out.append("%s_created%s %s" % (name, _labels(labels), _fmt(self.created)))
+
     def _counter(self, out, name, help_text, samples):
-        out.append("# HELP %s %s" % (name, help_text))
-        out.append("# TYPE %s counter" % name)
+        out.append("# HELP %s_total %s" % (name, help_text))
+        out.append("# TYPE %s_total counter" % name)
         for labels, value in samples:
             out.append("%s_total%s %s" % (name, _labels(labels), _fmt(value)))
-        for labels, _value in samples:
-            out.append("%s_created%s %s" % (name, _labels(labels), _fmt(self.created)))
+        self._created(out, name, help_text, [labels for labels, _value in samples])
 
     def _gauge(self, out, name, help_text, labels, value):
         out.append("# HELP %s %s" % (name, help_text))
@@ -123,10 +131,10 @@ class Stats:
         out.append("%s_bucket%s %s" % (name, _labels(labels + [("le", "+Inf")]), _fmt(hist.count)))
         out.append("%s_count%s %s" % (name, _labels(labels), _fmt(hist.count)))
         out.append("%s_sum%s %s" % (name, _labels(labels), _fmt(hist.sum)))
-        out.append("%s_created%s %s" % (name, _labels(labels), _fmt(self.created)))
+        self._created(out, name, help_text, [labels])
 
     def vllm_text(self, model_name, spec_enabled):
-        base = [("engine", "0"), ("model_name", model_name)]
+        base = [("model_name", model_name), ("engine", "0")]  # PrometheusStatLogger's labelnames
         out = []
         with self.lock:
             self._gauge(out, "vllm:num_requests_running", "Number of requests in model execution batches.", base, self.running)
@@ -134,7 +142,7 @@ class Stats:
             self._counter(out, "vllm:prompt_tokens", "Number of prefill tokens processed.", [(base, self.prompt_tokens)])
             self._counter(out, "vllm:generation_tokens", "Number of generation tokens processed.", [(base, self.generation_tokens)])
             self._counter(out, "vllm:request_success", "Count of successfully processed requests.",
-                          [(base + [("finished_reason", k)], v) for k, v in sorted(self.success.items())])
+                          [(base + [("finished_reason", k)], v) for k, v in self.success.items()])
             if spec_enabled:
                 self._counter(out, "vllm:spec_decode_num_drafts", "Number of spec decoding drafts.", [(base, self.drafts)])
                 self._counter(out, "vllm:spec_decode_num_draft_tokens", "Number of draft tokens.", [(base, self.draft_tokens)])
@@ -151,19 +159,27 @@ class Stats:
         return "\n".join(out) + "\n"
 
     def sglang_text(self, model_name, spec_enabled):
-        base = [("model_name", model_name)]
+        # observability/metrics_collector.py: scheduler gauges carry the scheduler's labels (tp_rank 0 only
+        # exports them); tokenizer metrics model_name/engine_type, plus is_streaming on some (the mock
+        # counts every request as streamed, which is what a benchmark sends).
+        base = [("model_name", model_name), ("engine_type", "unified"), ("tp_rank", "0"), ("pp_rank", "0"),
+                ("moe_ep_rank", "0")]
+        tok = [("model_name", model_name), ("engine_type", "unified")]
+        streamed = tok + [("is_streaming", "true")]
         out = []
         with self.lock:
             thr, acc = self.gauges()
             self._gauge(out, "sglang:num_running_reqs", "The number of running requests.", base, self.running)
             self._gauge(out, "sglang:num_queue_reqs", "The number of requests in the waiting queue.", base, self.waiting)
             self._gauge(out, "sglang:gen_throughput", "The generation throughput (token/s).", base, thr)
-            self._gauge(out, "sglang:spec_accept_length", "The average acceptance length of speculative decoding.",
+            self._gauge(out, "sglang:spec_accept_length", "Mean acceptance length of speculative decoding (accepted drafts + bonus token per forward).",
                         base, acc if spec_enabled else 0.0)
-            self._counter(out, "sglang:prompt_tokens", "Number of prefill tokens processed.", [(base, self.prompt_tokens)])
-            self._counter(out, "sglang:generation_tokens", "Number of generation tokens processed.", [(base, self.generation_tokens)])
-            self._histogram(out, "sglang:time_to_first_token_seconds", "Histogram of time to first token in seconds.", base, self.ttft)
-            self._histogram(out, "sglang:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", base, self.itl)
-            self._histogram(out, "sglang:e2e_request_latency_seconds", "Histogram of E2E request latency in seconds.",
-                            base, self.e2e)
+            self._counter(out, "sglang:prompt_tokens", "Number of prefill tokens processed.", [(streamed, self.prompt_tokens)])
+            self._counter(out, "sglang:generation_tokens", "Number of generation tokens processed.",
+                          [(streamed, self.generation_tokens)])
+            self._histogram(out, "sglang:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
+                            streamed, self.ttft)
+            self._histogram(out, "sglang:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", tok, self.itl)
+            self._histogram(out, "sglang:e2e_request_latency_seconds", "Histogram of End-to-end request latency in seconds",
+                            streamed, self.e2e)
         return "\n".join(out) + "\n"

@@ -4,6 +4,7 @@ Each request runs in its own thread and paces itself against absolute deadlines
 (time.monotonic), so pacing error does not accumulate; the number of requests in
 decode at each step sets the batch slow-down.
 """
+import hmac
 import json
 import random
 import socket
@@ -16,11 +17,32 @@ from . import textmodel
 from .timing import Decoder
 
 
+# vLLM 0.33 vllm/entrypoints/serve/middleware/authenticate.py: only these path prefixes need the key
+# (/health, /metrics, /version, /ping stay open); OPTIONS is never checked.
+VLLM_GUARDED_PREFIX = ("/v1", "/v2", "/inference", "/cohere")
+# SGLang 0.5.23 sglang/srt/utils/auth.py decide_request_auth: every path needs the key except these
+# prefixes (so /health_generate is open, /v1/models and /get_server_info are not).
+SGLANG_OPEN_PREFIX = ("/health", "/ready", "/metrics")
+
+
+def bearer_matches(header, keys):
+    """`Authorization: Bearer KEY` with KEY one of `keys` (scheme case-insensitive, compared in constant time)."""
+    if not header:
+        return False
+    scheme, _sep, param = header.partition(" ")
+    if scheme.lower() != "bearer":
+        return False
+    found = False
+    for key in keys:
+        found |= hmac.compare_digest(param.encode("utf-8"), key.encode("utf-8"))
+    return found
+
+
 class EngineState:
     """What the handlers need: identity, readiness, timing, stats, faults."""
 
     def __init__(self, engine, model, served_names, max_model_len, params, spec, stats, faults,
-                 max_running, stream_interval=1, log=None, enable_metrics=True, server_info=None):
+                 max_running, stream_interval=1, log=None, enable_metrics=True, server_info=None, api_keys=None):
         self.engine = engine
         self.model = model
         self.served_names = served_names
@@ -40,6 +62,14 @@ class EngineState:
         self.fault_rng = random.Random(0)
         self.fault_lock = threading.Lock()
         self.created = int(time.time())
+        self.api_keys = [k for k in (api_keys or []) if k]
+
+    def needs_key(self, path):
+        if not self.api_keys:
+            return False
+        if self.engine == "vllm":
+            return path.startswith(VLLM_GUARDED_PREFIX)
+        return not path.startswith(SGLANG_OPEN_PREFIX)
 
 
 class _Dropped(Exception):
@@ -77,7 +107,7 @@ class _Handler(BaseHTTPRequestHandler):
     # -- plumbing -------------------------------------------------------------
     def _send(self, code, body=b"", ctype="application/json"):
         if isinstance(body, (dict, list)):
-            body = json.dumps(body).encode()
+            body = json.dumps(body, separators=(",", ":")).encode()
         elif isinstance(body, str):
             body = body.encode()
         self.send_response(code)
@@ -87,6 +117,15 @@ class _Handler(BaseHTTPRequestHandler):
         if self.command != "HEAD":
             self.wfile.write(body)
         self._access(code)
+
+    def _refused(self, path):
+        """401 as both engines' auth middleware answers it (before routing: unknown paths too)."""
+        if not self.state.needs_key(path) or bearer_matches(self.headers.get("Authorization"), self.state.api_keys):
+            return False
+        if self.command == "POST":
+            self._read_body()
+        self._send(401, b'{"error":"Unauthorized"}')
+        return True
 
     def _error(self, code, message, etype="BadRequestError", param=None):
         self._send(code, {"error": {"message": message, "type": etype, "param": param, "code": code}})
@@ -99,12 +138,14 @@ class _Handler(BaseHTTPRequestHandler):
             raise _Dropped()
 
     def _sse(self, obj):
-        self._chunk(b"data: " + (obj if isinstance(obj, bytes) else json.dumps(obj).encode()) + b"\n\n")
+        self._chunk(b"data: " + (obj if isinstance(obj, bytes) else json.dumps(obj, separators=(",", ":")).encode()) + b"\n\n")
 
     # -- routing --------------------------------------------------------------
     def do_GET(self):
         path = self.path.split("?", 1)[0]
         st = self.state
+        if self._refused(path):
+            return None
         if path in ("/health", "/health_generate", "/ping"):
             if st.ready and not st.shutting_down:
                 return self._send(200, b"")
@@ -130,6 +171,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self):
         path = self.path.split("?", 1)[0]
+        if self._refused(path):
+            return None
         if path not in ("/v1/completions", "/v1/chat/completions"):
             self._read_body()
             return self._send(404, {"detail": "Not Found"})
@@ -228,15 +271,24 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class _Request:
-    """Writes one response: SSE chunks (stream) or one JSON body at the end."""
+    """Writes one response: SSE chunks (stream) or one JSON body at the end.
+
+    Chunk layout (keys and their order) as the engines serialise them: vLLM 0.33
+    `completion/serving.py` (`model_dump_json(exclude_unset=True)`, the usage chunk with
+    `exclude_none=True`) and `chat_completion/serving.py` (a first `role` chunk with empty content);
+    SGLang 0.5.23 `serving_completions.py` and `sse_utils.build_sse_content` (chat).
+    """
 
     def __init__(self, handler, state, chat, body, stream, opts, prompt_tokens):
         self.h = handler
         self.st = state
+        self.vllm = state.engine == "vllm"
         self.chat = chat
         self.stream = stream
         self.include_usage = bool(opts.get("include_usage"))
-        self.continuous_usage = bool(opts.get("continuous_usage_stats"))
+        # vLLM's should_include_usage: continuous stats only together with include_usage;
+        # SGLang's: continuous_usage_stats on its own.
+        self.continuous_usage = bool(opts.get("continuous_usage_stats")) and (self.include_usage or not self.vllm)
         self.model = body.get("model") or state.served_names[0]
         self.id = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
         self.created = int(time.time())
@@ -244,23 +296,71 @@ class _Request:
         self.text = []
         self.drop_after = state.faults.get("drop_stream_after")
         self.sent_tokens = 0
+        self.role_sent = False
 
-    def _usage(self, completion):
-        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": completion,
-                "total_tokens": self.prompt_tokens + completion}
+    def _usage(self, completion, details=False):
+        if self.vllm:
+            usage = {"prompt_tokens": self.prompt_tokens, "total_tokens": self.prompt_tokens + completion,
+                     "completion_tokens": completion}
+            if details:
+                usage["completion_tokens_details"] = None
+            return usage
+        return {"prompt_tokens": self.prompt_tokens, "total_tokens": self.prompt_tokens + completion,
+                "completion_tokens": completion, "prompt_tokens_details": None, "reasoning_tokens": 0,
+                "completion_tokens_details": None}
 
-    def _chunk_obj(self, text, finish, first):
-        if self.chat:
-            delta = {"content": text}
-            if first:
-                delta = {"role": "assistant", "content": text}
-            choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
-            obj = {"id": self.id, "object": "chat.completion.chunk", "created": self.created,
-                   "model": self.model, "choices": [choice]}
+    def _head(self):
+        return {"id": self.id, "object": "chat.completion.chunk" if self.chat else "text_completion",
+                "created": self.created, "model": self.model}
+
+    def _role_chunk(self):
+        """The chat stream's first chunk: the role, no text, completion_tokens 0."""
+        obj = self._head()
+        if self.vllm:
+            obj["choices"] = [{"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
+                               "finish_reason": None}]
+            if self.continuous_usage:
+                obj["usage"] = self._usage(0, details=True)
+            obj.update(prompt_token_ids=None, prompt_text=None)
         else:
-            choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish, "stop_reason": None}
-            obj = {"id": self.id, "object": "text_completion", "created": self.created,
-                   "model": self.model, "choices": [choice]}
+            obj["choices"] = [{"index": 0, "delta": {"reasoning_content": None, "role": "assistant", "content": ""},
+                               "logprobs": None, "finish_reason": None, "matched_stop": None}]
+        return obj
+
+    def _chunk_obj(self, text, finish, completion):
+        obj = self._head()
+        if self.vllm and self.chat:
+            choice = {"index": 0, "delta": {"content": text}, "logprobs": None, "finish_reason": finish}
+            if finish is not None:
+                choice["stop_reason"] = None
+            choice["token_ids"] = None
+            if finish is not None:
+                choice["weight_versions"] = None
+        elif self.vllm:
+            choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish, "stop_reason": None,
+                      "prompt_token_ids": None, "token_ids": None, "weight_versions": None}
+        elif self.chat:
+            choice = {"index": 0, "delta": {"reasoning_content": None, "content": text}, "logprobs": None,
+                      "finish_reason": finish, "matched_stop": None}
+        else:
+            choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish, "matched_stop": None}
+        obj["choices"] = [choice]
+        if self.continuous_usage:
+            obj["usage"] = self._usage(completion, details=self.chat)
+        elif not self.vllm and not self.chat:
+            obj["usage"] = None  # SGLang's model_dump_json() keeps the unset usage
+        if self.vllm:
+            obj["kv_transfer_params"] = None
+        return obj
+
+    def _usage_chunk(self, completion):
+        obj = self._head()
+        obj["choices"] = []
+        if self.vllm:
+            obj["usage"] = self._usage(completion)
+        else:  # exclude_none=True
+            obj["usage"] = {"prompt_tokens": self.prompt_tokens, "total_tokens": self.prompt_tokens + completion,
+                            "completion_tokens": completion, "reasoning_tokens": 0}
         return obj
 
     def begin(self):
@@ -280,10 +380,10 @@ class _Request:
             return
         if self.drop_after is not None and self.sent_tokens >= int(self.drop_after):
             self._cut()
-        obj = self._chunk_obj("".join(tokens), finish, first=self.sent_tokens == 0)
-        if self.continuous_usage:
-            obj["usage"] = self._usage(completion_so_far)
-        self.h._sse(obj)
+        if self.chat and not self.role_sent:
+            self.role_sent = True
+            self.h._sse(self._role_chunk())
+        self.h._sse(self._chunk_obj("".join(tokens), finish, completion_so_far))
         self.sent_tokens = completion_so_far
 
     def _cut(self):
@@ -300,9 +400,7 @@ class _Request:
             if self.drop_after is not None and self.sent_tokens >= int(self.drop_after):
                 self._cut()
             if self.include_usage:
-                self.h._sse({"id": self.id, "object": "chat.completion.chunk" if self.chat else "text_completion",
-                             "created": self.created, "model": self.model, "choices": [],
-                             "usage": self._usage(completion)})
+                self.h._sse(self._usage_chunk(completion))
             self.h._sse(b"[DONE]")
             self.h._chunk(b"")
             return

@@ -48,7 +48,7 @@ def build_parser():
                  "--disable-overlap-schedule", "--enable-mixed-chunk"):
         p.add_argument(flag, action="store_true")
     for flag in ("--dtype", "--quantization", "--kv-cache-dtype", "--attention-backend", "--log-level",
-                 "--api-key", "--schedule-policy", "--reasoning-parser", "--tool-call-parser", "--chat-template",
+                 "--api-key", "--admin-api-key", "--schedule-policy", "--reasoning-parser", "--tool-call-parser", "--chat-template",
                  "--load-format", "--revision", "--device"):
         p.add_argument(flag)
     # speculative decoding
@@ -153,7 +153,8 @@ def main(argv=None):
     info = dict(vars(args))
     state = runtime.make_state("sglang", args.model_path, served, max_len, params, spec, faults, profile,
                                args.max_running_requests or 256, stream_interval=args.stream_interval,
-                               log=True, enable_metrics=args.enable_metrics, server_info=info)
+                               log=True, enable_metrics=args.enable_metrics, server_info=info,
+                               api_keys=[args.api_key])
     try:
         server = make_server(state, args.host, args.port)
         server.server_activate()  # SGLang answers (503) while it loads
@@ -177,8 +178,10 @@ def main(argv=None):
     fail = runtime.fail_message(faults, "RuntimeError: CUDA error: an illegal memory access was encountered")
     ranks = []
     for rank in range(tp):
-        ranks.append(("sglang::scheduler_TP%d" % rank, {
-            "role": "worker", "engine": "sglang", "title": "sglang::scheduler_TP%d" % rank, "rank": rank,
+        # managers/scheduler.py: setproctitle(f"sglang::scheduler{prefix}"), prefix " TP<r>" only when tp_size > 1
+        title = "sglang::scheduler_TP%d" % rank if tp > 1 else "sglang::scheduler"
+        ranks.append((title, {
+            "role": "worker", "engine": "sglang", "title": title, "rank": rank,
             "gpu": visible[gpus[rank]], "fraction": args.mem_fraction_static, "load_seconds": load,
             "escape": rank == escape, "fail": fail if rank == 0 else None,
             "ignore_sigterm": bool(faults.get("ignore_sigterm")), "log_tag": "TP%d" % rank}))

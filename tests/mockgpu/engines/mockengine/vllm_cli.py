@@ -19,6 +19,14 @@ DICT_ARGS = ("speculative-config", "compilation-config", "kv-transfer-config", "
              "structured-outputs-config")
 
 
+SENSITIVE_ARGS = ("api_key", "hf_token", "watermark_config")
+
+
+def api_keys(args):
+    """vllm/entrypoints/serve/middleware/register.py: `--api-key` wins over VLLM_API_KEY; empty keys are none."""
+    return [k for k in (args.api_key or [os.environ.get("VLLM_API_KEY")]) if k]
+
+
 def _json_value(text):
     try:
         return json.loads(text)
@@ -94,8 +102,10 @@ def build_parser():
     p.add_argument("--enable-log-requests", action="store_true")
     p.add_argument("--disable-uvicorn-access-log", action="store_true")
     p.add_argument("--stream-interval", type=int, default=1)
+    # FrontendArgs.api_key: list[str] (nargs="+"); without it VLLM_API_KEY is the one key.
+    p.add_argument("--api-key", nargs="+")
     for flag in ("--dtype", "--quantization", "--kv-cache-dtype", "--tokenizer", "--tokenizer-mode",
-                 "--revision", "--download-dir", "--load-format", "--api-key", "--uvicorn-log-level",
+                 "--revision", "--download-dir", "--load-format", "--uvicorn-log-level",
                  "--chat-template", "--tool-call-parser", "--reasoning-parser", "--generation-config",
                  "--distributed-executor-backend", "--root-path", "--config"):
         p.add_argument(flag)
@@ -144,7 +154,9 @@ def main(argv=None):
     log = VllmLog()
     log.info("vLLM API server version %s" % VLLM_VERSION, "api_server.py:1")
     defaults = vars(build_parser().parse_args([]))
-    log.info("non-default args: %s" % {k: v for k, v in vars(args).items() if defaults.get(k) != v}, "utils.py:1")
+    # vllm/entrypoints/common/startup.py redact_sensitive_args: the key is logged as "***".
+    log.info("non-default args: %s" % {k: ("***" if k in SENSITIVE_ARGS else v) for k, v in vars(args).items()
+                                       if defaults.get(k) != v}, "utils.py:1")
     tp = args.tensor_parallel_size
     spec_cfg = None
     if args.speculative_config:
@@ -169,7 +181,7 @@ def main(argv=None):
     max_len = args.max_model_len or int(profile.get("max_model_len", 32768))
     state = runtime.make_state("vllm", args.model, served, max_len, params, spec, faults, profile,
                                args.max_num_seqs, stream_interval=args.stream_interval,
-                               log=not args.disable_uvicorn_access_log)
+                               log=not args.disable_uvicorn_access_log, api_keys=api_keys(args))
     host = args.host if args.host is not None else "0.0.0.0"
     try:  # vLLM binds its socket before building the engine, but listens only when ready
         server = make_server(state, host, args.port)

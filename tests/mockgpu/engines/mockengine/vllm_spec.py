@@ -5,12 +5,18 @@ line vLLM prints (a pydantic ValidationError, or a bare NotImplementedError).
 """
 import json
 
+# vllm/config/speculative.py SpeculativeMethod / MTPModelTypes (0.33), in the Literal's order, which is
+# the order pydantic lists them in when it refuses a method.
 MTP_NAMES = (
-    "deepseek_mtp", "mimo_mtp", "glm4_moe_mtp", "ernie_mtp", "qwen3_next_mtp", "longcat_flash_mtp",
-    "mtp", "pangu_ultra_moe_mtp", "qwen3_5_mtp", "step3p5_mtp", "nemotron_h_mtp", "glm4_moe_lite_mtp",
+    "deepseek_mtp", "dots3_note_mtp", "mimo_mtp", "mimo_v2_mtp", "glm4_moe_mtp", "glm4_moe_lite_mtp", "glm_ocr_mtp",
+    "ernie_mtp", "nemotron_h_mtp", "exaone_moe_mtp", "exaone4_5_mtp", "qwen3_next_mtp", "qwen4_exp_mtp", "qwen3_5_mtp",
+    "longcat_flash_mtp", "bailing_hybrid_v3_mtp", "minimax_m3_mtp", "bailing_hybrid_mtp", "mtp", "kimi_k3_mtp",
+    "pangu_ultra_moe_mtp", "step3p5_mtp", "step5_mtp", "hy_v3_mtp", "hy_v4_mtp", "gemma4_mtp", "inkling_mtp",
+    "glm5_next_mtp",
 )
-METHODS = ("ngram", "medusa", "mlp_speculator", "draft_model", "suffix", "custom_class", "eagle", "eagle3",
-           "extract_hidden_states", "dflash", "ngram_gpu", "dspark") + MTP_NAMES
+METHODS = ("ngram", "draft_model", "suffix", "custom_class", "eagle", "eagle3", "extract_hidden_states") + MTP_NAMES + (
+    "dflash", "ngram_gpu", "dspark")
+PYDANTIC_DOCS = "https://errors.pydantic.dev/2.14/v/"  # the pydantic vLLM 0.33 runs with (pinned 2.14)
 FIELDS = (
     "enforce_eager", "num_speculative_tokens", "model", "method", "draft_tensor_parallel_size",
     "tensor_parallel_size", "quantization", "moe_backend", "attention_backend", "kv_cache_dtype",
@@ -37,13 +43,14 @@ def _pyd(msg, cfg):
     return ConfigError(
         "pydantic_core._pydantic_core.ValidationError: 1 validation error for SpeculativeConfig\n"
         "  Value error, %s [type=value_error, input_value=ArgsKwargs((), %s), input_type=ArgsKwargs]\n"
-        "    For further information visit https://errors.pydantic.dev/2.11/v/value_error" % (msg, json.dumps(cfg)))
+        "    For further information visit %svalue_error" % (msg, json.dumps(cfg), PYDANTIC_DOCS))
 
 
 def _field(name, msg, etype, value):
     return ConfigError(
         "pydantic_core._pydantic_core.ValidationError: 1 validation error for SpeculativeConfig\n"
-        "%s\n  %s [type=%s, input_value=%r, input_type=%s]" % (name, msg, etype, value, type(value).__name__))
+        "%s\n  %s [type=%s, input_value=%r, input_type=%s]\n    For further information visit %s%s"
+        % (name, msg, etype, value, type(value).__name__, PYDANTIC_DOCS, etype))
 
 
 def _int_field(cfg, name, minimum, strict_gt):
@@ -82,8 +89,9 @@ def validate(cfg, target_model, target_tp, warn):
     lmin = _int_field(cfg, "prompt_lookup_min", 1, False)
     dtp = _int_field(cfg, "draft_tensor_parallel_size", 1, False)
     method, model = cfg.get("method"), cfg.get("model")
-    if method is not None and method not in METHODS:
-        raise ConfigError("NotImplementedError: Unsupported speculative method: '%s'" % method)
+    if method is not None and method not in METHODS:  # the `method` Literal: a pydantic literal_error
+        listed = ", ".join("'%s'" % m for m in METHODS[:-1]) + " or '%s'" % METHODS[-1]
+        raise _field("method", "Input should be %s" % listed, "literal_error", method)
 
     # __post_init__
     if method is None and _custom_path(model):
@@ -123,8 +131,6 @@ def validate(cfg, target_model, target_tp, warn):
                 method = "eagle"
             elif "eagle3" in name:
                 method = "eagle3"
-            elif "medusa" in name:
-                method = "medusa"
         n_predict = 1 if method == "mtp" else None
         if method == "mtp" and nst is not None and nst > 1:
             warn("Enabling num_speculative_tokens > 1 will run multiple times of forward on same MTP "
@@ -134,7 +140,7 @@ def validate(cfg, target_model, target_tp, warn):
         if nst is None:
             raise _pyd("A speculative model was provided, but `num_speculative_tokens` was not provided", cfg)
         if dtp is None:
-            dtp = 1 if method == "mlp_speculator" else target_tp
+            dtp = target_tp
         elif dtp not in (1, target_tp):
             raise _pyd("speculative_draft_tensor_parallel_size=%d cannot be other value than 1 or target "
                        "model tensor_parallel_size" % dtp, cfg)

@@ -46,7 +46,8 @@ SPEC_ERRORS = [
      ["-tp", "2"], "speculative_draft_tensor_parallel_size=3 cannot be other value than 1 or target model "
                    "tensor_parallel_size"),
     ({"method": "lookahead", "num_speculative_tokens": 3}, [],
-     "NotImplementedError: Unsupported speculative method: 'lookahead'"),
+     "method\n  Input should be 'ngram', 'draft_model', 'suffix', 'custom_class', 'eagle', 'eagle3', "
+     "'extract_hidden_states', 'deepseek_mtp'"),
     ({"method": "ngram", "num_speculative_tokens": 0}, [], "Input should be greater than 0 [type=greater_than"),
     ({"method": "eagle3", "model": "org/drafter"}, [],
      "A speculative model was provided, but `num_speculative_tokens` was not provided"),
