@@ -167,9 +167,10 @@ def unit_settings(settings):
     plain, secrets = _split_env(engine, s)
     # NVML numbers GPUs in PCI bus order, CUDA by default fastest first: make CUDA_VISIBLE_DEVICES
     # name the GPUs that gpu_reclaim and nvidia-smi call by the same index.
-    environment = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
-    if gpus:
-        environment["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
+    # Always named, also for an empty list (the engine then takes GPUs 0..TP-1 anyway): gpu_reclaim
+    # reads the unit's CUDA_VISIBLE_DEVICES to know which GPUs are the service's, even when it is stopped.
+    environment = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+                   "CUDA_VISIBLE_DEVICES": ",".join(gpus or [str(i) for i in range(tp)])}
     environment.update(plain)
 
     user = g.name("spec_server_user", s["user"], "user")

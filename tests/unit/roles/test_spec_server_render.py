@@ -205,8 +205,8 @@ def test_header_environment_and_paths(rendered, name, engine, spec, tp, gpus):
     [env_line] = _values(text, "Environment")
     env = parse_environment(env_line)
     want = {"HF_HOME": "/var/lib/srv %i/hf", "NOTE": 'a$b "c"', "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
-    if gpus:
-        want["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in gpus)
+    # Always named: without a GPU list the engine takes 0..TP-1, and gpu_reclaim reads the unit's list.
+    want["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in gpus or range(tp))
     assert env == want
     assert _values(text, "WorkingDirectory") == ["/var/lib/srv-fx07 %%i dir"]  # the rest of the line, % doubled
     assert _values(text, "ReadWritePaths") == ['"/var/lib/srv-fx07 %%i dir"']

@@ -127,6 +127,7 @@ def test_secrets_never_reach_the_unit_text_or_argv():
     assert checked["secret_names"] == ["HF_TOKEN", "VLLM_API_KEY", "WANDB_KEY"]
     assert values(text, "EnvironmentFile") == ["/etc/llmops-specdec/secrets/vllm-server.service.env"]
     assert parse_environment(values(text, "Environment")[0]) == {"CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+                                                                 "CUDA_VISIBLE_DEVICES": "0",
                                                                  "HF_HOME": "/var/lib/vllm/hf"}
     env_file = _server.secret_env_text(settings(
         env={"HF_TOKEN": "hf_TOPSECRET"}, secret_env={"WANDB_KEY": "wb_TOPSECRET"}, api_key="sk-TOPSECRET"))
