@@ -27,6 +27,7 @@ author:
 extends_documentation_fragment:
   - llmops.specdec._attributes
   - llmops.specdec.engine_api
+  - llmops.specdec.lease
 options:
   engine:
     description:
@@ -89,6 +90,10 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+lease_lost:
+  description: Why the lease on the host's guard could not be renewed (the guard restored the host, or another run owns it).
+  returned: when O(lease) was given and a renewal failed
+  type: str
 ready:
   description: Whether the server passed the readiness check.
   returned: success
@@ -172,7 +177,7 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import open_url
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _http, _ready
+from ansible_collections.llmops.specdec.plugins.module_utils import _http, _lease, _ready
 
 
 def main():
@@ -183,6 +188,7 @@ def main():
             model=dict(type='str'),
             timeout=dict(type='float', default=30),
             since_restarts=dict(type='int'),
+            lease=_lease.lease_argspec(),
         ),
         supports_check_mode=True,
     )
@@ -198,6 +204,11 @@ def main():
         return open_url(url, **kwargs)
 
     t0 = time.monotonic()
+    try:
+        _lease.renew(p['lease'])
+    except _lease.LeaseLost as e:
+        module.fail_json(msg="the lease on the host's guard was lost, the host is being restored to its previous "
+                             "configuration: %s" % e, lease_lost=str(e), ready=False, state=None, elapsed=0.0, changed=False)
     try:
         result = _ready.probe_cycle(get, module.run_command, p['url'], p['engine'], unit=p['unit'],
                                     model=p['model'], timeout=p['timeout'],

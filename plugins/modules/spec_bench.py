@@ -172,6 +172,7 @@ attributes:
 extends_documentation_fragment:
   - llmops.specdec._attributes
   - llmops.specdec.engine_api
+  - llmops.specdec.lease
 notes:
   - "Bounded: besides the three time limits, each request keeps at most 1 MiB plus 4 KiB per O(max_tokens) of
     response and each SSE event at most 1 MiB; a longer response or an event that never ends is abandoned
@@ -215,6 +216,10 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+lease_lost:
+  description: Why the lease on the host's guard could not be renewed (the guard restored the host, or another run owns it).
+  returned: when O(lease) was given and a renewal failed
+  type: str
 bench:
   description: The benchmark result.
   returned: always
@@ -553,7 +558,7 @@ import tempfile
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _bench, _http, _suites
+from ansible_collections.llmops.specdec.plugins.module_utils import _bench, _http, _lease, _suites
 
 
 def _prompts(module):
@@ -606,6 +611,7 @@ def main():
             use_proxy=dict(type='bool', default=False),
             output=dict(type='path'),
             per_request=dict(type='bool', default=False),
+            lease=_lease.lease_argspec(),
             **_bench.LIMIT_OPTIONS
         ),
         mutually_exclusive=[('prompts', 'prompts_file')],
@@ -629,9 +635,14 @@ def main():
 
     cfg = dict(p, prompts=_prompts(module))
     try:
-        bench = _bench.run_benchmark(cfg)
+        with _lease.Heartbeat(p['lease']) as heartbeat:
+            bench = _bench.run_benchmark(cfg)
     except _bench.BenchError as exc:
         module.fail_json(msg='spec_bench against %s: %s' % (p['url'], to_native(exc)), changed=False)
+    if heartbeat.lost:
+        module.fail_json(msg="spec_bench against %s: the lease on the host's guard was lost, the host is being restored "
+                             "to its previous configuration: %s" % (p['url'], heartbeat.lost),
+                         lease_lost=heartbeat.lost, bench=bench, changed=False)
 
     if p['output'] and not module.check_mode:
         try:
