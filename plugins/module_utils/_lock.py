@@ -224,7 +224,9 @@ def acquire(path, run_id, owner=None, ttl=3600.0, wait=0.0, takeover=False, dire
     start = monotonic()
     for directory in directories:
         if not check_mode:
-            os.makedirs(directory, mode=0o755, exist_ok=True)
+            # Private to root: baselines, snapshots a rollback installs as unit files, the history.
+            os.makedirs(directory, mode=0o700, exist_ok=True)
+            os.chmod(directory, 0o700)
     parent = os.path.dirname(path.rstrip("/")) or "/"
     if not os.path.isdir(parent):
         raise LockError("the lock's directory %s does not exist" % parent)

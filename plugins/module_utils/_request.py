@@ -13,6 +13,8 @@ instead of being dropped without a word. Validation of the values themselves sta
 """
 from __future__ import annotations
 
+import difflib
+
 from ansible_collections.llmops.specdec.plugins.module_utils import _gate, _spec
 
 __all__ = ["RequestError", "build", "typos", "REQUEST_NAMES"]
@@ -28,6 +30,22 @@ class RequestError(ValueError):
     """A request that would silently lose part of what the operator asked."""
 
 
+def _near_miss(name, known):
+    """The known name ``name`` is a slip of (a letter or two off), or None.
+
+    Stricter than a 'did you mean' hint: every variable in scope is checked (inventory, Molecule,
+    AWX), and a longer name that merely contains a parameter (``switch_draft_model``) is not a typo.
+    """
+    best, score = None, 0.0
+    for cand in known:
+        if abs(len(cand) - len(name)) > 2:
+            continue
+        ratio = difflib.SequenceMatcher(None, name, cand).ratio()
+        if ratio > score:
+            best, score = cand, ratio
+    return best if score >= 0.85 else None
+
+
 def typos(present, known):
     """``[(name, closest)]`` for each name in ``present`` that is not ``known`` but nearly is."""
     known = set(known)
@@ -35,7 +53,7 @@ def typos(present, known):
     for name in present:
         if name in known or not isinstance(name, str) or name.startswith(_OWN_PREFIXES):
             continue
-        close = _gate.suggest(name, known)
+        close = _near_miss(name, known)
         if close:
             out.append((name, close))
     return sorted(out)

@@ -53,7 +53,7 @@ EXAMPLES = r"""
     name: vllm-server.service
     path: /etc/systemd/system/vllm-server.service
     snapshot: /var/lib/llmops-specdec/snapshot/vllm-server.service
-    unfinished: /var/lib/llmops-specdec/guard/vllm-server.service.json
+    unfinished: /var/lib/llmops-specdec/guard/vllm-server.json
   register: unit
 """
 

@@ -92,3 +92,53 @@ acquire_slot() {
   done
   die "all 10 checkout slots are in use ($REGISTRY/slots)"
 }
+
+# SSH into the guest at $IP (set by the caller).
+ssh_guest() { timeout "${SSH_CALL_TIMEOUT:-10}" ssh "${SSH_OPTS[@]}" "root@$IP" "$@"; }
+ssh_answers() { ssh_guest true 2>/dev/null; }
+
+# Boot the guest whose root is mounted at DIR/root: systemd-nspawn -b in netns NS, in a cgroup of its
+# own, then wait until sshd answers and systemd says the boot finished (up, and reboot after the
+# guest's own reboot ended nspawn). Sets PID, T_SSH, T_RUNNING, STATE.
+boot_guest() {
+  local name=$1 ns=$2 dir=$3 r t1 deadline
+  # nspawn runs in a cgroup of its own, so it makes payload/ and supervisor/ there and not in the
+  # controller's root cgroup, which every other host would share.
+  local cg_procs=()
+  while read -r r; do
+    mkdir -p "$r/$CGROUP_PARENT/$(cgroup_leaf "$name")"
+    cg_procs+=("$r/$CGROUP_PARENT/$(cgroup_leaf "$name")/cgroup.procs")
+  done < <(cgroup_roots)
+
+  t1=$(now)
+  # shellcheck disable=SC2016 # expanded by the inner shell
+  setsid bash -c 'root=$1 name=$2 ns=$3; shift 3
+    for f in "$@"; do echo $$ >"$f"; done
+    exec systemd-nspawn -D "$root" --register=no --keep-unit -b --hostname="$name" --console=read-only \
+      --network-namespace-path="/run/netns/$ns"' \
+    boot "$dir/root" "$name" "$ns" "${cg_procs[@]}" </dev/null >>"$dir/console.log" 2>&1 &
+  PID=$!
+  disown "$PID"
+  echo "$PID" >"$dir/nspawn.pid"
+
+  # Poll until sshd answers, then until systemd reports the boot finished; bounded by one deadline.
+  deadline=$(($(date +%s) + ${MOCKGPU_BOOT_TIMEOUT:-90}))
+  wait_for() {
+    until "$@"; do
+      pid_running "$PID" || die "systemd-nspawn exited during boot"
+      (($(date +%s) < deadline)) || die "not ready within ${MOCKGPU_BOOT_TIMEOUT:-90} s: $*"
+      sleep 0.1
+    done
+  }
+  wait_for ssh_answers
+  T_SSH=$(elapsed "$t1")
+  system_state() {
+    STATE=$(ssh_guest systemctl is-system-running --wait) || true
+    [[ $STATE == running || $STATE == degraded ]]
+  }
+  wait_for system_state
+  T_RUNNING=$(elapsed "$t1")
+  if [[ $STATE == degraded ]]; then
+    log "warning: $name is degraded; failed units: $(ssh_guest systemctl --failed --no-legend --plain | awk '{ print $1 }' | xargs)"
+  fi
+}
