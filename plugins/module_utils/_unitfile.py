@@ -14,11 +14,13 @@ directory (0600, atomically), checks that the copy has the same SHA-256 as the f
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import tempfile
+import time
 
-__all__ = ["inspect", "snapshot", "sha256_file", "exec_start_drop_ins", "UnitFileError"]
+__all__ = ["inspect", "snapshot", "archive", "newest_archived", "sha256_file", "exec_start_drop_ins", "UnitFileError"]
 
 SHOW = ["LoadState", "FragmentPath", "DropInPaths", "ActiveState", "UnitFileState"]
 _EXEC_START = re.compile(r"^\s*ExecStart\s*=", re.M)
@@ -84,17 +86,7 @@ def snapshot(run_command, src, dest):
     want = sha256_file(src)
     changed = not (os.path.isfile(dest) and sha256_file(dest) == want)
     if changed:
-        directory = os.path.dirname(dest)
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".snapshot-")
-        try:
-            with os.fdopen(fd, "wb") as out, open(src, "rb") as f:
-                out.write(f.read())
-            os.chmod(tmp, 0o600)
-            os.replace(tmp, dest)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        _copy(src, dest)
     got = sha256_file(dest)
     if got != want:
         raise UnitFileError("the snapshot %s of %s has SHA-256 %s, the unit %s: refusing to switch" % (dest, src, got, want))
@@ -116,3 +108,65 @@ def verify(run_command, path, unit_name):
         for name in os.listdir(directory):
             os.unlink(os.path.join(directory, name))
         os.rmdir(directory)
+
+
+MANIFEST = "MANIFEST.json"
+
+
+def archive(src, directory, unit, keep=5, now=None):
+    """Keep a copy of ``src`` (the unit a kept switch replaced) in ``directory`` with its SHA-256.
+
+    Files are ``<UTC time>-<sha12>-<unit>`` (0600); ``MANIFEST.json`` lists them newest first with
+    their checksums; only the newest ``keep`` are kept. Returns ``{"path", "sha256", "pruned", "changed"}``.
+    """
+    digest = sha256_file(src)
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    path = os.path.join(directory, MANIFEST)
+    try:
+        with open(path, encoding="utf-8") as f:
+            entries = json.load(f)
+    except (OSError, ValueError):
+        entries = []
+    if entries and entries[0].get("sha256") == digest and os.path.isfile(os.path.join(directory, entries[0]["file"])):
+        return {"path": os.path.join(directory, entries[0]["file"]), "sha256": digest, "pruned": [], "changed": False}
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
+    name = "%s-%s-%s" % (stamp, digest[:12], unit)
+    _copy(src, os.path.join(directory, name))
+    entries.insert(0, {"file": name, "sha256": digest, "at": stamp, "unit": unit})
+    pruned = [e["file"] for e in entries[keep:]]
+    for old in pruned:
+        try:
+            os.unlink(os.path.join(directory, old))
+        except FileNotFoundError:
+            pass
+    entries = entries[:keep]
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(entries, f, indent=1)
+    os.chmod(tmp, 0o600)
+    os.replace(tmp, path)
+    return {"path": os.path.join(directory, name), "sha256": digest, "pruned": pruned, "changed": True}
+
+
+def _copy(src, dest):
+    """Copy ``src`` to ``dest`` atomically, 0600 (a reader never sees half a unit file)."""
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(dest), prefix=".copy-")
+    try:
+        with os.fdopen(fd, "wb") as out, open(src, "rb") as f:
+            out.write(f.read())
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, dest)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def newest_archived(directory):
+    """The newest entry of the archive's manifest (``file``, ``sha256``, ``at``, ``unit``), or None."""
+    try:
+        with open(os.path.join(directory, MANIFEST), encoding="utf-8") as f:
+            entries = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return entries[0] if entries else None

@@ -37,6 +37,38 @@ options:
   unfinished:
     description: A file whose existence means an unfinished run still owns the snapshot (its guard state).
     type: path
+  archive:
+    description:
+      - Keep a copy of O(archive.src) (the unit a kept switch replaced) in O(archive.dir), named by time and SHA-256,
+        listed with its checksum in C(MANIFEST.json) there (newest first); only the newest O(archive.keep) stay.
+    type: dict
+    suboptions:
+      src:
+        description: The file to keep.
+        type: path
+        required: true
+      dir:
+        description: The archive directory (0700).
+        type: path
+        required: true
+      keep:
+        description: How many kept configurations stay.
+        type: int
+        default: 5
+  expect_archived:
+    description:
+      - Before a rollback installs O(expect_archived.path), check that its SHA-256 is the newest one in the archive's
+        C(MANIFEST.json) (O(expect_archived.dir)); fail when it is not, before anything is stopped.
+    type: dict
+    suboptions:
+      path:
+        description: The file a rollback will install.
+        type: path
+        required: true
+      dir:
+        description: The archive directory.
+        type: path
+        required: true
 attributes:
   check_mode:
     support: full
@@ -92,6 +124,10 @@ snapshot:
   description: The verified copy, C(path), C(sha256), C(changed); null without O(snapshot) or without a unit.
   returned: always
   type: dict
+archived:
+  description: The kept copy, C(path), C(sha256), C(pruned) (files removed beyond O(archive.keep)), C(changed).
+  returned: when O(archive) is given
+  type: dict
 """
 
 import os
@@ -108,6 +144,11 @@ def main():
             path=dict(type="path", required=True),
             snapshot=dict(type="path"),
             unfinished=dict(type="path"),
+            archive=dict(type="dict", options=dict(src=dict(type="path", required=True),
+                                                   dir=dict(type="path", required=True),
+                                                   keep=dict(type="int", default=5))),
+            expect_archived=dict(type="dict", options=dict(path=dict(type="path", required=True),
+                                                           dir=dict(type="path", required=True))),
         ),
         supports_check_mode=True,
     )
@@ -126,6 +167,21 @@ def main():
     if problem:
         module.fail_json(msg=problem + "; nothing was changed.", **info)
     changed = False
+    want = p["expect_archived"]
+    if want:
+        newest = _unitfile.newest_archived(want["dir"])
+        got = _unitfile.sha256_file(want["path"]) if os.path.isfile(want["path"]) else None
+        if newest and got != newest["sha256"]:
+            module.fail_json(msg="%s has SHA-256 %s, but the newest kept configuration in %s is %s (%s): refusing to "
+                                 "install it; nothing was changed" % (want["path"], got, want["dir"], newest["sha256"],
+                                                                       newest["file"]), **info)
+    if p["archive"]:
+        if p["archive"]["keep"] < 1:
+            module.fail_json(msg="archive.keep must be at least 1", **info)
+        if not module.check_mode:
+            info["archived"] = _unitfile.archive(p["archive"]["src"], p["archive"]["dir"], p["name"],
+                                                 p["archive"]["keep"])
+            changed = info["archived"]["changed"]
     if p["snapshot"] and info["exists"]:
         if p["unfinished"] and os.path.exists(p["unfinished"]):
             module.fail_json(msg="an unfinished switch still owns %s (its guard state %s exists): it restores from that "
@@ -139,7 +195,7 @@ def main():
                 info["snapshot"] = _unitfile.snapshot(run, p["path"], p["snapshot"])
             except (_unitfile.UnitFileError, OSError) as exc:
                 module.fail_json(msg="%s; nothing was changed." % exc, **info)
-        changed = info["snapshot"]["changed"]
+        changed = changed or info["snapshot"]["changed"]
     module.exit_json(changed=changed, **info)
 
 

@@ -73,3 +73,19 @@ def test_a_unit_systemd_refuses_is_never_a_snapshot_to_switch_from(tmp_path, uni
     unit.write_text("[Service]\nExecStart=relative/bin\n")
     with pytest.raises(_unitfile.UnitFileError, match="systemd-analyze verify refuses"):
         _unitfile.snapshot(runner({}), str(unit), str(tmp_path / "snap.service"))
+
+
+def test_archive_keeps_the_newest_few_with_checksums(tmp_path, unit):
+    kept = tmp_path / "kept"
+    first = _unitfile.archive(str(unit), str(kept), "vllm-server.service", keep=2, now=1_000_000)
+    assert first["changed"] and (os.stat(first["path"]).st_mode & 0o777) == 0o600
+    again = _unitfile.archive(str(unit), str(kept), "vllm-server.service", keep=2, now=1_000_100)
+    assert again["changed"] is False and again["path"] == first["path"]
+    for i in range(3):
+        unit.write_text(UNIT + "# %d\n" % i)
+        last = _unitfile.archive(str(unit), str(kept), "vllm-server.service", keep=2, now=1_000_200 + i)
+    assert len(last["pruned"]) == 1 and not (kept / last["pruned"][0]).exists()
+    newest = _unitfile.newest_archived(str(kept))
+    assert newest["sha256"] == _unitfile.sha256_file(str(unit)) == last["sha256"]
+    assert len([n for n in os.listdir(kept) if n != "MANIFEST.json"]) == 2
+    assert _unitfile.newest_archived(str(tmp_path / "none")) is None
