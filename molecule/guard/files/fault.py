@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -50,14 +51,15 @@ print(json.dumps({"sha": sha("/etc/systemd/system/" + unit), "active": state, "g
 def _ssh(args, cmd, timeout=15):
     argv = ["ssh", "-i", args.key, "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o",
             "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR", "-o", "ConnectTimeout=3",
-            "root@" + args.address] + cmd
+            "root@" + args.address] + [shlex.quote(word) for word in cmd]  # ssh hands one line to the shell
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
 
 
 def probe(args):
-    guard = "/var/lib/llmops-specdec/guard/%s.json" % args.unit
+    # The guard's state file (_guard.state_path): the unit's name without ".service".
+    guard = "/var/lib/llmops-specdec/guard/%s.json" % args.unit[:-len(".service")]
     try:
-        out = _ssh(args, ["python3", "-c", json.dumps(PROBE), args.unit, str(args.port), guard])
+        out = _ssh(args, ["python3", "-c", PROBE, args.unit, str(args.port), guard])
     except subprocess.TimeoutExpired:
         return None
     if out.returncode != 0:
