@@ -26,8 +26,12 @@ def spec_normalize(spec, engine, tp=1):
     return _spec.normalize(spec, engine, tp)
 
 
-def spec_args(spec, engine, tp=1):
-    return _spec.engine_args(spec, engine, tp)
+def spec_args(spec, engine, tp=1, schedule_dir=_spec.SCHEDULE_DIR):
+    return _spec.engine_args(spec, engine, tp, schedule_dir)
+
+
+def spec_warnings(spec, engine, tp=1):
+    return _spec.spec_warnings(spec, engine, tp)
 
 
 def spec_describe(spec):
@@ -56,5 +60,5 @@ def systemd_env(env):
 
 class FilterModule:
     def filters(self):
-        funcs = (spec_normalize, spec_args, spec_describe, server_unit, server_secret_env, switch_settings, systemd_exec, systemd_env)
+        funcs = (spec_normalize, spec_args, spec_warnings, spec_describe, server_unit, server_secret_env, switch_settings, systemd_exec, systemd_env)
         return {f.__name__: _wrap(f.__name__, f) for f in funcs}

@@ -16,6 +16,14 @@ environment file. vLLM reads its key from ``VLLM_API_KEY``; SGLang 0.5.23 takes 
 ``--api-key`` (``ServerArgs.api_key``, no environment variable), so SGLang is started through a
 one-line launcher that appends the flag from the environment inside the interpreter, where it is not
 part of the process's command line (``/proc/PID/cmdline`` is readable by every local user).
+
+A spec with a batch-size ``schedule`` on SGLang needs a file: ``schedule_path`` / ``schedule_text`` are
+the adaptive config the argv names (``--speculative-adaptive-config``), which the role installs
+root-owned before the unit (``schedule_dir``, named by content so a rolled-back unit finds its own).
+Settings with which an engine silently drops a schedule (vLLM data parallelism, SGLang attention DP
+or two-batch overlap in ``extra_args``) are refused here, before the host is touched.
+``spec_warnings`` lists what the operator should see (a deprecated method name, a band SGLang reads
+differently); the unit runs as rendered all the same.
 """
 from __future__ import annotations
 
@@ -38,6 +46,17 @@ SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSW|API_?KEY|CREDENTIAL|PRIVATE", re.I
 SGLANG_KEY_VAR = "SPECDEC_API_KEY"
 _SGLANG_LAUNCHER = ("import os,runpy,sys;sys.argv+=['--api-key',os.environ.pop('%s')];"
                     "runpy.run_module('sglang.launch_server',run_name='__main__',alter_sys=True)" % SGLANG_KEY_VAR)
+# Flags in extra_args with which the engine turns a batch-size schedule off (and runs a fixed k):
+# vLLM VllmConfig._maybe_disable_dynamic_sd_for_data_parallel; SGLang adaptive_unsupported_reason.
+_SCHEDULE_OFF = {
+    "vllm": {"--data-parallel-size": "data parallelism (ranks could pick different k and deadlock)",
+             "-dp": "data parallelism (ranks could pick different k and deadlock)"},
+    "sglang": {"--enable-dp-attention": "attention DP (adaptive decisions are not synchronized across DP ranks)",
+               "--enable-two-batch-overlap": "two-batch overlap",
+               "--enable-pdmux": "PD multiplexing",
+               "--enable-multi-layer-eagle": "multi-layer EAGLE"},
+}
+_FALSE = ("0", "false", "no", "off")
 _GPU_ID = re.compile(r"([0-9]{1,4}|(GPU|MIG)-[0-9A-Fa-f-]{8,64})\Z")
 _PROTECT_HOME = ("yes", "no", "read-only", "tmpfs")
 
@@ -61,6 +80,32 @@ def _extra_args(engine, values):
             raise _gate.GateError("spec_server_extra_args may not carry %r: the collection sets %s itself; use %s"
                                   % (arg, flag + "*" if flag == "--speculative" else flag, where))
     return args
+
+
+def _schedule_conflicts(engine, spec, extra, environment):
+    """Refuse the settings with which the engine would drop the spec's schedule without a word."""
+    if "schedule" not in spec:
+        return
+    for i, arg in enumerate(extra):
+        flag, eq, value = arg.partition("=")
+        if flag.startswith("--"):  # vLLM's parser reads --data_parallel_size too
+            flag = "--" + flag[2:].replace("_", "-")
+        if flag not in _SCHEDULE_OFF[engine]:
+            continue
+        if engine == "vllm":
+            value = value if eq else (extra[i + 1] if i + 1 < len(extra) else "1")
+            if value.strip() in ("1", ""):
+                continue
+        raise _gate.GateError("spec_server_extra_args carry %r, with which %s turns the spec's schedule off (%s) "
+                              "and runs a fixed k; drop one of them" % (
+                                  arg, "vLLM 0.33" if engine == "vllm" else "SGLang 0.5.23", _SCHEDULE_OFF[engine][flag]))
+    runner = str(environment.get("VLLM_USE_V2_MODEL_RUNNER", "")).strip().lower()
+    if engine == "vllm" and runner in _FALSE and spec["method"] in ("ngram_gpu", "dspark"):
+        raise _gate.GateError("spec_server_env sets VLLM_USE_V2_MODEL_RUNNER=%s: on Model Runner V1 vLLM 0.33 %s; "
+                              "unset it or drop the schedule" % (
+                                  environment["VLLM_USE_V2_MODEL_RUNNER"],
+                                  "drops the schedule of ngram_gpu" if spec["method"] == "ngram_gpu"
+                                  else "cannot run dspark"))
 
 
 def _env(values, field, secret=False):
@@ -162,9 +207,13 @@ def unit_settings(settings):
     s["max_model_len"] = _optional(s.get("max_model_len"), lambda v: g.integer(
         "spec_server_max_model_len", v, 16, 1 << 24))
     gpus = _gpus(s.get("cuda_visible_devices") or [], tp)
-    spec = _spec.normalize(s.get("spec"), engine, tp)
+    warnings = []
+    spec = _spec.normalize(s.get("spec"), engine, tp, warnings=warnings)
     extra = _extra_args(engine, s.get("extra_args") or [])
     plain, secrets = _split_env(engine, s)
+    _schedule_conflicts(engine, spec, extra, plain)
+    schedule_dir = g.path("spec_server_schedule_dir", s.get("schedule_dir") or _spec.SCHEDULE_DIR)
+    schedule = _spec.schedule_file(spec, engine, tp, schedule_dir) or {"path": "", "text": ""}
     # NVML numbers GPUs in PCI bus order, CUDA by default fastest first: make CUDA_VISIBLE_DEVICES
     # name the GPUs that gpu_reclaim and nvidia-smi call by the same index.
     # Always named, also for an empty list (the engine then takes GPUs 0..TP-1 anyway): gpu_reclaim
@@ -187,7 +236,7 @@ def unit_settings(settings):
         raise g.GateError("spec_server_protect_home must be one of %s, got %r" % (", ".join(_PROTECT_HOME), protect_home))
     env_file = g.path("spec_server_env_file", s["env_file"]) if secrets else ""
 
-    argv = _base_argv(s, engine, model, tp, secrets) + _spec.engine_args(spec, engine, tp) + extra
+    argv = _base_argv(s, engine, model, tp, secrets) + _spec.engine_args(spec, engine, tp, schedule_dir) + extra
     ready_url = s.get("ready_url") or "http://%s:%d" % (_probe_host(s["host"]), s["port"])
     g.text("spec_server_ready_url", ready_url, max_len=2048)
     return {
@@ -195,6 +244,9 @@ def unit_settings(settings):
         "unit": s["unit"],
         "label": g.text("spec label", _spec.describe(spec)),
         "spec": spec,
+        "spec_warnings": warnings,
+        "schedule_path": schedule["path"],
+        "schedule_text": schedule["text"],
         "argv": argv,
         "exec_start": _unit.exec_line(argv),
         "environment": _unit.env_line(environment),

@@ -136,6 +136,8 @@ def test_every_method_can_be_requested_through_the_survey(templates, engine):
                str: lambda i: i["choices"][0] if "choices" in i else "org/draft-model"}
     for method in _spec.methods_for(engine):
         required = [p for p, d in _spec.METHODS[method][engine]["params"].items() if d is _spec.REQUIRED]
+        # "at least one of" groups (vLLM dspark: a draft or k; SGLang uno: k or the tree): answer the first.
+        required += [group[0] for group in _spec.METHODS[method][engine].get("one_of", []) if group[0] not in required]
         answers = {"engine": engine, "method": method}
         answers.update({p: samples[_spec.PARAMS[p]["type"]](_spec.PARAMS[p]) for p in required})
         extra = awx.launch_extra_vars(template, answers)

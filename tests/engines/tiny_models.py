@@ -21,8 +21,19 @@ _DSV3 = {"architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3"
          "n_routed_experts": 4, "num_experts_per_tok": 2, "n_shared_experts": 1, "first_k_dense_replace": 1,
          "n_group": 1, "topk_group": 1, "torch_dtype": "bfloat16"}
 
+# Qwen3-shaped target and the block drafts that serve it: a DFlash draft (EAGLEConfig keeps a
+# DFlash* architecture, the registry maps DFlashDraftModel to DFlashQwen3ForCausalLM) and a Qwen3
+# DSpark draft whose block_size (7) is what vLLM takes as k when none is given.
+_QWEN3 = dict(_LLAMA, model_type="qwen3", head_dim=16)
+_BLOCK = {"target_layer_ids": [0, 1], "mask_token_id": 999}
+
 CONFIGS = {
     "target": dict(_LLAMA, architectures=["LlamaForCausalLM"]),
+    "qwen3_target": dict(_QWEN3, architectures=["Qwen3ForCausalLM"]),
+    "dflash": dict(_QWEN3, architectures=["DFlashDraftModel"], num_hidden_layers=1, block_size=16,
+                   dflash_config=dict(_BLOCK, block_size=16)),
+    "dspark": dict(_QWEN3, architectures=["Qwen3DSparkModel"], num_hidden_layers=1, block_size=7,
+                   dflash_config=dict(_BLOCK, block_size=7)),
     "draft": dict(_LLAMA, architectures=["LlamaForCausalLM"], num_hidden_layers=1),
     "eagle": dict(_LLAMA, architectures=["EagleLlamaForCausalLM"], num_hidden_layers=1),
     "eagle3": dict(_LLAMA, architectures=["LlamaForCausalLMEagle3"], num_hidden_layers=1),

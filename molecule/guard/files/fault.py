@@ -97,7 +97,14 @@ def main():
     args = ap.parse_args()
     root = os.environ.get("MOLECULE_PROJECT_DIRECTORY", os.getcwd())
 
-    prod = probe(args)["sha"]
+    first = probe(args)
+    if first is None:
+        print(json.dumps({"stage": args.stage, "fault": args.fault, "host": args.host, "reached": False,
+                          "error": "the host does not answer over SSH before the switch"}))
+        return 1
+    prod = first["sha"]
+    if os.path.dirname(args.log):
+        os.makedirs(os.path.dirname(args.log), exist_ok=True)
     with open(args.log, "w") as log:
         play = subprocess.Popen(
             [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", args.inventory, "--limit",

@@ -33,6 +33,11 @@ CASES = [
     ("sglang-eagle3", "sglang", {"method": "eagle3", "draft_model": "/models/EAGLE3 head", "eagle_steps": 3,
                                  "eagle_topk": 4, "num_draft_tokens": 8}, 4, [4, 5, 6, 7]),
     ("sglang-mtp", "sglang", {"method": "mtp"}, 8, []),
+    ("vllm-ngram-schedule", "vllm", {"method": "ngram", "schedule": "1-8:4,9-32:2,33+:0"}, 1, []),
+    ("sglang-eagle3-schedule", "sglang", {"method": "eagle3", "draft_model": "/models/EAGLE3 head",
+                                          "schedule": [{"batch": [1, 8], "k": 4}, {"batch": [9, 64], "k": 1}]}, 1, []),
+    ("vllm-deepseek-mtp", "vllm", {"method": "deepseek_mtp", "num_speculative_tokens": 1}, 1, []),
+    ("sglang-dflash", "sglang", {"method": "dflash", "draft_model": "/models/dflash", "num_speculative_tokens": 15}, 1, []),
 ]
 
 # name, tp, gpus, working dir, spec -> words the refusal must contain
@@ -46,6 +51,8 @@ BAD_CASES = [
     ("missing-draft", 1, [], "/var/lib/x", {"method": "eagle3", "num_speculative_tokens": 3}),
     ("sglang-ngram-window", 1, [], "/var/lib/x",
      {"method": "ngram", "num_speculative_tokens": 7, "ngram_max_bfs_breadth": 10}),
+    ("sglang-schedule-on-ngram", 1, [], "/var/lib/x", {"method": "ngram", "schedule": "1-8:4,9+:1"}),
+    ("vllm-schedule-gap", 1, [], "/var/lib/x", {"method": "ngram", "schedule": "1-8:4,10+:1"}),
 ]
 REFUSALS = {
     "few-gpus": "spec_server_tensor_parallel_size=2 needs at least that many GPUs",
@@ -56,6 +63,8 @@ REFUSALS = {
     "newline-in-dir": "spec_server_working_dir contains a control or line-separator character (U+000A",
     "missing-draft": "eagle3 on vllm requires draft_model",
     "sglang-ngram-window": "must be <= num_speculative_tokens + 1",
+    "sglang-schedule-on-ngram": "schedule is not possible for ngram on sglang",
+    "vllm-schedule-gap": "schedule has a gap: 1-8 then 10+",
 }
 
 RENDER_ONE = """\
@@ -82,6 +91,9 @@ RENDER_ONE = """\
       {{ results | default({}) | combine({case.name: {
            'unit': spec_server_unit_text, 'argv': spec_server_argv,
            'spec_args': case.spec | llmops.specdec.spec_args(case.engine, case.tp),
+           'schedule_path': spec_server_checked.schedule_path, 'schedule_text': spec_server_checked.schedule_text,
+           'warnings': spec_server_checked.spec_warnings,
+           'spec_warnings': case.spec | llmops.specdec.spec_warnings(case.engine, case.tp),
            'describe': case.spec | llmops.specdec.spec_normalize(case.engine, case.tp) | llmops.specdec.spec_describe}}) }}
 """
 
@@ -248,3 +260,44 @@ def test_plain_unit_has_no_sandbox(rendered):
 @pytest.mark.parametrize("name", [b[0] for b in BAD_CASES])
 def test_render_refuses_before_touching_anything(rendered, name):
     assert REFUSALS[name] in rendered[1]["refusals"][name]
+
+
+def test_schedule_renders_in_the_argv_or_as_a_file(rendered):
+    _text, vllm = _load(rendered, "vllm-ngram-schedule")
+    assert (vllm["schedule_path"], vllm["schedule_text"]) == ("", "")
+    cfg = json.loads(vllm["argv"][vllm["argv"].index("--speculative-config") + 1])
+    assert cfg["num_speculative_tokens_per_batch_size"] == [[1, 8, 4], [9, 32, 2], [33, 1 << 20, 0]]
+    text, sglang = _load(rendered, "sglang-eagle3-schedule")
+    argv = sglang["argv"]
+    assert argv[argv.index("--speculative-adaptive-config") + 1] == sglang["schedule_path"]
+    assert sglang["schedule_path"].startswith("/etc/llmops-specdec/schedules/sglang-adaptive-")
+    assert json.loads(sglang["schedule_text"]) == {"1": {"candidate_steps": [4]}, "9": {"candidate_steps": [1]}}
+    assert "schedule=1-8:4,9+:1" in text
+    # The closed last band is said, by the role's checked values and by the filter alike.
+    assert sglang["warnings"] == sglang["spec_warnings"] and "covers every larger batch" in sglang["warnings"][0]
+
+
+def test_deprecated_mtp_name_runs_as_mtp_and_is_reported(rendered):
+    text, res = _load(rendered, "vllm-deepseek-mtp")
+    assert json.loads(res["argv"][res["argv"].index("--speculative-config") + 1]) == {
+        "method": "mtp", "num_speculative_tokens": 1}
+    assert "speculative decoding: mtp k=1\n" in text
+    assert len(res["warnings"]) == 1 and "'deepseek_mtp' is deprecated" in res["warnings"][0]
+    assert res["spec_warnings"] == res["warnings"]
+
+
+def test_install_writes_the_schedule_root_owned_before_the_unit():
+    import yaml
+    with open(os.path.join(REPO, "roles", "spec_server", "tasks", "install.yml")) as f:
+        tasks = yaml.safe_load(f)
+    names = [t["name"] for t in tasks]
+    schedule = next(i for i, n in enumerate(names) if n.startswith("Write the schedule"))
+    unit = names.index("Install {{ spec_server_unit_path }}")
+    assert names.index("Create the directory of the schedules") < schedule < unit
+    copy = tasks[schedule]["ansible.builtin.copy"]
+    assert (copy["dest"], copy["content"]) == ("{{ spec_server_checked.schedule_path }}",
+                                               "{{ spec_server_checked.schedule_text }}")
+    assert (copy["owner"], copy["group"], copy["mode"]) == ("root", "root", "0644")
+    assert tasks[schedule]["when"] == "spec_server_checked.schedule_path | length > 0"
+    directory = tasks[names.index("Create the directory of the schedules")]["ansible.builtin.file"]
+    assert (directory["owner"], directory["mode"], directory["state"]) == ("root", "0755", "directory")

@@ -1,5 +1,6 @@
 """`python3 -m sglang.launch_server ...`: flags, speculative checks, schedulers, readiness."""
 import argparse
+import json
 import os
 import sys
 import threading
@@ -10,8 +11,11 @@ from .log import SglangLog, traceback_text
 from .server import make_server
 from .timing import SpecShape
 
-ALGORITHMS = ("EAGLE", "EAGLE3", "STANDALONE", "NGRAM")  # NEXTN is an alias of EAGLE
-PROFILE_OF = {"EAGLE": "eagle", "EAGLE3": "eagle3", "STANDALONE": "draft_model", "NGRAM": "ngram", "NEXTN": "mtp"}
+# sglang/srt/speculative/spec_info.py SpeculativeAlgorithm (0.5.23); NEXTN is an alias of EAGLE.
+ALGORITHMS = ("DFLASH", "UNO", "DSPARK", "EAGLE", "EAGLE3", "FROZEN_KV_MTP", "STANDALONE", "NGRAM")
+PROFILE_OF = {"EAGLE": "eagle", "EAGLE3": "eagle3", "STANDALONE": "draft_model", "NGRAM": "ngram", "NEXTN": "mtp",
+              "DFLASH": "dflash", "DSPARK": "dspark", "UNO": "uno", "FROZEN_KV_MTP": "frozen_kv_mtp"}
+DEFAULT_DSPARK_GAMMA = 7  # dspark_components/dspark_config.py
 
 
 class ArgsError(Exception):
@@ -64,6 +68,13 @@ def build_parser():
     p.add_argument("--speculative-token-map")
     p.add_argument("--speculative-attention-mode", choices=["prefill", "decode"], default="prefill")
     p.add_argument("--speculative-draft-attention-backend")
+    p.add_argument("--speculative-dflash-block-size", type=int)
+    p.add_argument("--speculative-dspark-block-size", type=int)
+    p.add_argument("--uno-lora-path")
+    p.add_argument("--speculative-adaptive", action="store_true")
+    p.add_argument("--speculative-adaptive-config")
+    for flag in ("--enable-two-batch-overlap", "--enable-pdmux", "--enable-multi-layer-eagle"):
+        p.add_argument(flag, action="store_true")
     p.add_argument("--speculative-ngram-min-match-window-size", type=int, default=1)
     p.add_argument("--speculative-ngram-max-match-window-size", type=int, default=12)
     p.add_argument("--speculative-ngram-min-bfs-breadth", type=int, default=1)
@@ -90,12 +101,17 @@ def check_speculative(args, warn):
     if name not in ALGORITHMS:  # SpeculativeAlgorithm.from_string
         raise ArgsError("ValueError: Unknown speculative algorithm name: %s" % args.speculative_algorithm)
     args.speculative_algorithm = name
-    if name in ("EAGLE", "EAGLE3", "STANDALONE"):
+    schedule = _adaptive(args, name, warn) if args.speculative_adaptive else None
+    if name in ("DFLASH", "DSPARK", "UNO", "FROZEN_KV_MTP"):
+        shape = _HANDLERS[name](args, warn)
+    elif name in ("EAGLE", "EAGLE3", "STANDALONE"):
         if args.speculative_draft_model_path is None:
             raise ArgsError("ValueError: --speculative-draft-model-path is required for --speculative-algorithm %s"
                             % name)
         trio = (args.speculative_num_steps, args.speculative_eagle_topk, args.speculative_num_draft_tokens)
-        if all(v is None for v in trio):
+        if args.speculative_adaptive:
+            pass  # _adaptive chose steps, topk 1 and steps + 1 draft tokens
+        elif all(v is None for v in trio):
             llama_like = any(s in args.model_path.lower() for s in ("llama", "grok"))
             (args.speculative_num_steps, args.speculative_eagle_topk,
              args.speculative_num_draft_tokens) = (5, 4, 8) if llama_like else (3, 1, 4)
@@ -128,7 +144,194 @@ def check_speculative(args, warn):
                             % args.speculative_num_draft_tokens)
         depth = args.speculative_num_draft_tokens - 1
         shape = SpecShape(profile_key, depth, depth, 1)
+    # [(start, end, k)] per batch band as SGLang's adaptive slots start (None: a fixed k).
+    shape.schedule = schedule
     return shape
+
+
+def _adaptive(args, name, warn):
+    """speculative_hook._maybe_disable_adaptive, then _init_adaptive_speculative_params."""
+    reason = None
+    if name not in ("EAGLE", "EAGLE3"):
+        reason = "speculative_algorithm=%s (only EAGLE/EAGLE3 are supported)" % name
+    elif args.speculative_eagle_topk is not None and args.speculative_eagle_topk != 1:
+        reason = "speculative_eagle_topk=%d (only topk=1 is supported)" % args.speculative_eagle_topk
+    elif args.enable_dp_attention:
+        reason = "attention DP is not supported (adaptive tier decisions are not synchronized across DP ranks)"
+    elif args.enable_multi_layer_eagle:
+        reason = "enable_multi_layer_eagle=True is not supported (MultiLayerEagleWorkerV2 does not implement adaptive)"
+    elif args.enable_two_batch_overlap:
+        reason = ("enable_two_batch_overlap=True is not supported "
+                  "(adaptive state swap would discard the TboAttnBackend wrapper)")
+    elif args.enable_pdmux:
+        reason = "enable_pdmux=True is not supported (adaptive state swap does not update decode_attn_backend_group)"
+    if reason:
+        warn("speculative_adaptive disabled: %s. Falling back to static speculative params." % reason)
+        args.speculative_adaptive = False
+        return None
+    slots = _load_adaptive_config(args.speculative_adaptive_config)
+    candidates = sorted({s for steps in slots.values() for s in steps})
+    if args.speculative_eagle_topk is None:
+        args.speculative_eagle_topk = 1
+    if args.speculative_num_steps is None:
+        args.speculative_num_steps = candidates[len(candidates) // 2]
+    if args.speculative_num_steps not in candidates:
+        raise ArgsError("ValueError: --speculative-num-steps=%d is not in the adaptive config candidate_steps %s. "
+                        "Pass one of those values." % (args.speculative_num_steps, candidates))
+    args.speculative_num_draft_tokens = args.speculative_num_steps + 1
+    starts = sorted(slots)
+    out = []
+    for i, lo in enumerate(starts):
+        steps = sorted(set(slots[lo]))
+        k = args.speculative_num_steps if args.speculative_num_steps in steps else steps[len(steps) // 2]
+        out.append((lo, starts[i + 1] - 1 if i + 1 < len(starts) else None, k))
+    return out
+
+
+DEFAULT_ADAPTIVE = {"1": [1, 3, 5, 7], "8": [0, 1, 3], "32": [0, 1], "64": [0]}
+
+
+def _load_adaptive_config(path):
+    """adaptive_spec_params._load_adaptive_config: {batch start: candidate_steps}."""
+    if path is None:
+        cfg = {k: {"candidate_steps": v} for k, v in DEFAULT_ADAPTIVE.items()}
+    else:
+        try:
+            with open(path) as f:
+                cfg = json.load(f)
+        except OSError as exc:
+            raise ArgsError("FileNotFoundError: [Errno %d] %s: '%s'" % (exc.errno or 2, exc.strerror, path))
+        except ValueError as exc:
+            raise ArgsError("json.decoder.JSONDecodeError: %s" % exc)
+    slots = {}
+    for key, entry in cfg.items():
+        if not key.isdigit():
+            continue
+        steps = entry.get("candidate_steps") if isinstance(entry, dict) else None
+        if not isinstance(steps, list) or not steps or not all(
+                isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in steps):
+            raise ArgsError("ValueError: BS %s: candidate_steps must be a list of non-negative ints, got %r" % (key, steps))
+        slots[int(key)] = steps
+    if not slots:
+        raise ArgsError("ValueError: speculative_adaptive_config must contain at least one integer-string BS key, e.g. "
+                        '{"1": {"candidate_steps": [1,3,7]}}. Got keys: %s' % list(cfg.keys()))
+    return slots
+
+
+def _one_step(args, name, warn):
+    for field in ("speculative_num_steps", "speculative_eagle_topk"):
+        value = getattr(args, field)
+        if value is not None and value != 1:
+            warn("%s only supports %s == 1; overriding %s=%s to 1." % (name, field, field, value))
+        setattr(args, field, 1)
+
+
+def _handle_dflash(args, warn):
+    if args.speculative_draft_model_path is None:
+        raise ArgsError("ValueError: DFLASH speculative decoding requires setting --speculative-draft-model-path.")
+    _one_step(args, "DFLASH", warn)
+    block = args.speculative_dflash_block_size
+    if block is not None:
+        if block <= 0:
+            raise ArgsError("ValueError: DFLASH requires --speculative-dflash-block-size to be positive, got %d." % block)
+        if args.speculative_num_draft_tokens is not None and args.speculative_num_draft_tokens != block:
+            raise ArgsError("ValueError: Both --speculative-num-draft-tokens and --speculative-dflash-block-size are "
+                            "set but they differ. For DFLASH they must match.")
+        args.speculative_num_draft_tokens = block
+    if args.speculative_num_draft_tokens is None:
+        warn("speculative_num_draft_tokens is not set; defaulting to 16 for DFLASH.")
+        args.speculative_num_draft_tokens = 16
+    ndt = args.speculative_num_draft_tokens
+    return SpecShape("dflash", ndt - 1, ndt, 1)
+
+
+def _handle_dspark(args, warn):
+    if args.speculative_draft_model_path is None:  # the mock's targets bundle no DSpark stages
+        raise ArgsError("ValueError: DSpark dense speculative decoding requires setting --speculative-draft-model-path.")
+    _one_step(args, "DSpark", warn)
+    gamma = args.speculative_dspark_block_size
+    if gamma is not None and gamma <= 0:
+        raise ArgsError("ValueError: DSpark requires --speculative-dspark-block-size to be positive, got %d." % gamma)
+    if gamma is None and args.speculative_num_draft_tokens is None:
+        warn("DSpark gamma is not set; defaulting to %d." % DEFAULT_DSPARK_GAMMA)
+        gamma = DEFAULT_DSPARK_GAMMA
+    if gamma is not None:
+        if args.speculative_num_draft_tokens is not None and args.speculative_num_draft_tokens != gamma + 1:
+            raise ArgsError("ValueError: DSpark speculative_num_draft_tokens must equal gamma + 1 (= %d for gamma=%d), "
+                            "but got speculative_num_draft_tokens=%d." % (gamma + 1, gamma,
+                                                                          args.speculative_num_draft_tokens))
+        args.speculative_num_draft_tokens = gamma + 1
+    if args.speculative_num_draft_tokens < 2:
+        raise ArgsError("ValueError: DSpark speculative_num_draft_tokens must be >= 2 (= gamma + 1), got %d."
+                        % args.speculative_num_draft_tokens)
+    ndt = args.speculative_num_draft_tokens
+    return SpecShape("dspark", ndt - 1, ndt, 1)
+
+
+def _handle_uno(args, warn):
+    if args.speculative_draft_model_path is not None:
+        raise ArgsError("ValueError: UNO reuses the target model and does not accept --speculative-draft-model-path.")
+    if args.uno_lora_path is None:
+        raise ArgsError("ValueError: UNO requires --uno-lora-path.")
+    q = args.speculative_num_draft_tokens
+    if q is None or q < 1:
+        raise ArgsError("ValueError: UNO requires --speculative-num-draft-tokens to be a positive integer denoting the "
+                        "linear width or tree verify width Q.")
+    topk = 1 if args.speculative_eagle_topk is None else args.speculative_eagle_topk
+    if topk < 1:
+        raise ArgsError("ValueError: UNO requires --speculative-eagle-topk to be at least 1, got %d." % topk)
+    if topk > 1:
+        steps = args.speculative_num_steps
+        if steps is None or steps < 1:
+            raise ArgsError("ValueError: UNO tree mode requires --speculative-num-steps so its draft width F can be "
+                            "derived as speculative_num_steps + 1.")
+        if q < steps + 1:
+            raise ArgsError("ValueError: UNO tree mode requires Q >= F; got Q=%d, F=%d." % (q, steps + 1))
+        if q > 128:
+            raise ArgsError("ValueError: UNO tree mode currently supports at most Q=128 verify nodes, got Q=%d." % q)
+        if q * topk > 2048:
+            raise ArgsError("ValueError: UNO tree mode currently supports Q*K <= 2048; got Q*K=%d*%d=%d."
+                            % (q, topk, q * topk))
+        capacity, level = 1, 1
+        for _ in range(steps):
+            level *= topk
+            capacity += level
+            if capacity >= q:
+                break
+        if q > capacity:
+            raise ArgsError("ValueError: UNO tree mode cannot build the requested Q from F and K: Q=%d exceeds "
+                            "capacity=%d for F=%d, K=%d." % (q, capacity, steps + 1, topk))
+        parent = topk * max(steps - 1, 0) + 1
+        if q - 1 > parent:
+            raise ArgsError("ValueError: UNO tree mode cannot represent the requested Q in EAGLE's parent-list ABI: "
+                            "Q-1=%d exceeds K*(F-2)+1=%d for F=%d, K=%d." % (q - 1, parent, steps + 1, topk))
+        shape = SpecShape("uno", steps, q - 1, topk)
+    else:
+        for field in ("speculative_num_steps", "speculative_eagle_topk"):
+            value = getattr(args, field)
+            if value not in (None, 1):
+                warn("UNO uses %s=1; overriding %s." % (field, value))
+            setattr(args, field, 1)
+        shape = SpecShape("uno", q - 1, q - 1, 1)
+    if args.tp_size != 1:
+        raise ArgsError("ValueError: UNO requires TP=PP=1.")
+    if args.enable_dp_attention:
+        raise ArgsError("ValueError: UNO does not support DP attention or context parallelism.")
+    return shape
+
+
+def _handle_frozen_kv_mtp(args, warn):
+    if args.speculative_draft_model_path is None:  # the worker loads the Gemma-4 assistant draft
+        raise ArgsError("ValueError: --speculative-draft-model-path is required for --speculative-algorithm "
+                        "FROZEN_KV_MTP")
+    if args.speculative_num_steps is None:  # SGLang picks no steps for it; its worker then fails
+        raise ArgsError("TypeError: '<=' not supported between instances of 'NoneType' and 'int'")
+    topk = args.speculative_eagle_topk or 1
+    ndt = args.speculative_num_draft_tokens or args.speculative_num_steps + 1
+    return SpecShape("frozen_kv_mtp", args.speculative_num_steps, ndt - 1, topk)
+
+
+_HANDLERS = {"DFLASH": _handle_dflash, "DSPARK": _handle_dspark, "UNO": _handle_uno, "FROZEN_KV_MTP": _handle_frozen_kv_mtp}
 
 
 def main(argv=None):

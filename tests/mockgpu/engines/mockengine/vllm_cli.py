@@ -11,7 +11,7 @@ from . import VLLM_VERSION, gpumem, procs, runtime
 from .log import VllmLog, traceback_text
 from .server import make_server
 from .timing import SpecShape
-from .vllm_spec import ConfigError, validate
+from .vllm_spec import ConfigError, schedule, validate
 
 # Flags whose value is a JSON object and that also accept dotted keys (--speculative-config.method X).
 DICT_ARGS = ("speculative-config", "compilation-config", "kv-transfer-config", "hf-overrides",
@@ -159,10 +159,13 @@ def main(argv=None):
                                        if defaults.get(k) != v}, "utils.py:1")
     tp = args.tensor_parallel_size
     spec_cfg = None
+    sched = None
     if args.speculative_config:
         try:
             spec_cfg = validate(args.speculative_config, args.model, tp,
                                 lambda m: log.warning(m, "speculative.py:1"))
+            v2 = os.environ.get("VLLM_USE_V2_MODEL_RUNNER", "").strip().lower() not in ("0", "false", "no", "off")
+            sched = schedule(spec_cfg, args.data_parallel_size, v2, lambda m: log.warning(m, "vllm.py:1"))
         except ConfigError as exc:
             runtime.print_error(traceback_text(str(exc), [
                 (sys.argv[0], 8, "<module>", "sys.exit(main())"),
@@ -172,6 +175,9 @@ def main(argv=None):
     method = spec_cfg["method"] if spec_cfg else "none"
     faults, params, load, profile = runtime.resolve("vllm", spec_cfg["profile"] if spec_cfg else None, method)
     spec = SpecShape(method, spec_cfg["num_speculative_tokens"]) if spec_cfg else None
+    if spec is not None:
+        # [(start, end, k)] as the scheduler runs it (None: a fixed k); vllm_spec.k_for_batch reads it.
+        spec.schedule = sched
     if spec_cfg:
         log.info("SpeculativeConfig(method=%r, model=%r, num_spec_tokens=%d)" % (
             spec_cfg["method"], spec_cfg["model"], spec_cfg["num_speculative_tokens"]), "core.py:1")

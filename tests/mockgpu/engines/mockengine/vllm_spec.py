@@ -2,8 +2,11 @@
 
 `validate()` returns the resolved config or raises ConfigError carrying the exact last
 line vLLM prints (a pydantic ValidationError, or a bare NotImplementedError).
+`schedule()` is what happens to num_speculative_tokens_per_batch_size at engine start
+(VllmConfig._maybe_disable_dynamic_sd_*, vllm/v1/spec_decode/dynamic/utils.py).
 """
 import json
+import re
 
 # vllm/config/speculative.py SpeculativeMethod / MTPModelTypes (0.33), in the Literal's order, which is
 # the order pydantic lists them in when it refuses a method.
@@ -30,9 +33,15 @@ FIELDS = (
     "draft_sample_method", "dspark_draft_topk", "speculative_token_tree", "disable_by_batch_size",
 )
 # Timing profiles exist for these; any other valid method runs with the `default` profile.
-PROFILED = {"ngram": "ngram", "ngram_gpu": "ngram", "eagle": "eagle", "eagle3": "eagle3", "mtp": "mtp",
+PROFILED = {"ngram": "ngram", "ngram_gpu": "ngram_gpu", "eagle": "eagle", "eagle3": "eagle3", "mtp": "mtp",
             "draft_model": "draft_model", "suffix": "suffix", "medusa": "medusa",
-            "mlp_speculator": "mlp_speculator"}
+            "mlp_speculator": "mlp_speculator", "dflash": "dflash", "dspark": "dspark"}
+# Methods whose proposer honours a schedule on Model Runner V1 (VllmConfig._maybe_disable_dynamic_sd_for_v1).
+SCHEDULE_V1 = ("ngram", "eagle", "eagle3", "mtp", "draft_model", "dflash")
+# Model Runner V2 (vLLM's default) does not run these; they fall back to V1.
+V1_ONLY = ("suffix", "custom_class")
+# A DSpark draft's block size is in its config.json; the mock reads it from the name (`..._block7`), else 7.
+DSPARK_BLOCK = re.compile(r"block[_-]?([0-9]+)")
 
 
 class ConfigError(Exception):
@@ -131,7 +140,14 @@ def validate(cfg, target_model, target_tp, warn):
                 method = "eagle"
             elif "eagle3" in name:
                 method = "eagle3"
+            elif "dflash" in name:
+                method = "dflash"
+            elif "dspark" in name:
+                method = "dspark"
         n_predict = 1 if method == "mtp" else None
+        if method == "dspark" and nst is None:  # DSpark's parallel width is its block size
+            found = DSPARK_BLOCK.search(name)
+            nst = int(found.group(1)) if found else 7
         if method == "mtp" and nst is not None and nst > 1:
             warn("Enabling num_speculative_tokens > 1 will run multiple times of forward on same MTP "
                  "layer,which may result in lower acceptance rate")
@@ -152,6 +168,60 @@ def validate(cfg, target_model, target_tp, warn):
     if nst is None:
         raise _pyd("num_speculative_tokens must be provided with speculative model unless the draft model "
                    "config contains an n_predict parameter.", cfg)
+    sched = cfg.get("num_speculative_tokens_per_batch_size")
+    if sched is not None and (not isinstance(sched, list) or not all(
+            isinstance(e, (list, tuple)) and len(e) == 3 and all(isinstance(x, int) and not isinstance(x, bool) for x in e)
+            for e in sched)):
+        raise _field("num_speculative_tokens_per_batch_size", "Input should be a valid list of 3-int tuples",
+                     "list_type", sched)
     return {"method": method, "model": model, "num_speculative_tokens": nst, "prompt_lookup_min": lmin,
             "prompt_lookup_max": lmax, "draft_tensor_parallel_size": dtp,
-            "profile": PROFILED.get(method, "default")}
+            "num_speculative_tokens_per_batch_size": sched, "profile": PROFILED.get(method, "default")}
+
+
+def schedule(spec, data_parallel_size, v2_runner, warn):
+    """What the engine runs of a schedule: [(start, end, k)] sorted, or None (dropped with vLLM's
+    warning). Raises ConfigError with the scheduler's ValueError for one it cannot build."""
+    sched = spec.get("num_speculative_tokens_per_batch_size")
+    if not sched:
+        return None
+    nst, method = spec["num_speculative_tokens"], spec["method"]
+    if data_parallel_size > 1:
+        warn("Dynamic speculative decoding is not supported with data parallelism because data-parallel ranks can "
+             "select different speculative-token counts, causing DP divergence and deadlocks. Disabling "
+             "num_speculative_tokens_per_batch_size and falling back to static num_speculative_tokens=%d." % nst)
+        return None
+    if (not v2_runner or method in V1_ONLY) and method not in SCHEDULE_V1:
+        warn("Dynamic speculative decoding is not supported with the '%s' speculative method on Model Runner V1. "
+             "Disabling num_speculative_tokens_per_batch_size and falling back to static num_speculative_tokens=%d."
+             % (method, nst))
+        return None
+    out = []
+    for lo, hi, k in sched:
+        if lo <= 0 or hi <= 0:
+            raise ConfigError("ValueError: Batch-size range (%d, %d) must be positive." % (lo, hi))
+        if lo > hi:
+            raise ConfigError("ValueError: Batch-size range start must be <= end for (%d, %d, %d)." % (lo, hi, k))
+        if k < 0:
+            raise ConfigError("ValueError: num_speculative_tokens_per_batch_size values must be >= 0.")
+        out.append((lo, hi, k))
+    out.sort(key=lambda e: e[0])
+    end = 0
+    for lo, hi, _k in out:
+        if lo <= end:
+            raise ConfigError("ValueError: Batch-size ranges must be non-overlapping and sorted.")
+        end = hi
+    if out[0][0] != 1:
+        raise ConfigError("ValueError: The first batch-size range must start at 1 so every runtime batch size has a "
+                          "defined schedule.")
+    return [(lo, hi, min(k, nst)) for lo, hi, k in out]  # the dense lookup caps every k at num_speculative_tokens
+
+
+def k_for_batch(sched, batch):
+    """The scheduler's k for one batch size: its range's, carried forward through gaps and past the end."""
+    k = sched[0][2]
+    for lo, _hi, bk in sched:
+        if lo > batch:
+            break
+        k = bk
+    return k

@@ -185,3 +185,69 @@ def test_the_gate_helpers():
     assert _gate.text("f", 70) == "70"
     with pytest.raises(_gate.GateError, match="f must be text"):
         _gate.text("f", float("inf"))
+
+
+# --- batch-size schedules: the file SGLang reads, and settings with which an engine drops a schedule
+SGLANG = dict(engine="sglang", executable="/usr/bin/python3", unit="sglang-server.service")
+SCHEDULED = {"method": "eagle3", "draft_model": "/m/e3", "schedule": "1-8:4,9-32:2,33+:0"}
+
+
+def test_sglang_schedule_file_and_its_path_in_the_unit():
+    text, checked = render(spec=SCHEDULED, **SGLANG)
+    f = _spec.schedule_file(SCHEDULED, "sglang")
+    assert (checked["schedule_path"], checked["schedule_text"]) == (f["path"], f["text"])
+    argv = parse_exec(values(text, "ExecStart")[0])
+    assert argv[argv.index("--speculative-adaptive-config") + 1] == f["path"]
+    moved = render(spec=SCHEDULED, schedule_dir="/srv/my schedules", **SGLANG)[1]
+    assert moved["schedule_path"].startswith("/srv/my schedules/sglang-adaptive-")
+    assert moved["schedule_path"] in moved["argv"]
+    # vLLM carries it in --speculative-config: no file.
+    assert render(spec={"method": "ngram", "schedule": "1+:3"})[1]["schedule_path"] == ""
+    assert render()[1]["spec_warnings"] == []
+
+
+@pytest.mark.parametrize("value", ["relative/dir", "/etc/x/../y", "/etc/$HOME", "/etc/a\nb"])
+def test_schedule_dir_is_a_clean_absolute_path(value):
+    _refused("spec_server_schedule_dir", spec=SCHEDULED, schedule_dir=value, **SGLANG)
+
+
+@pytest.mark.parametrize("engine, extra", [
+    ("vllm", ["--data-parallel-size", "2"]), ("vllm", ["--data-parallel-size=4"]), ("vllm", ["--data_parallel_size", "2"]),
+    ("vllm", ["-dp", "2"]), ("sglang", ["--enable-dp-attention"]), ("sglang", ["--enable-two-batch-overlap"]),
+    ("sglang", ["--enable-pdmux"]), ("sglang", ["--enable-multi-layer-eagle"]),
+])
+def test_extra_args_that_turn_a_schedule_off_are_refused(engine, extra):
+    spec = SCHEDULED if engine == "sglang" else {"method": "ngram", "schedule": "1-8:4,9+:1"}
+    kw = SGLANG if engine == "sglang" else {}
+    msg = _refused("turns the spec's schedule off", spec=spec, extra_args=extra, **kw)
+    assert "spec_server_extra_args carry %r" % extra[0] in msg
+    render(extra_args=extra, **kw)  # without a schedule they are the operator's business
+
+
+def test_data_parallel_of_one_keeps_the_schedule():
+    assert render(spec={"method": "ngram", "schedule": "1-8:4,9+:1"}, extra_args=["--data-parallel-size", "1"])[0]
+
+
+@pytest.mark.parametrize("method, extra", [("ngram_gpu", {}), ("dspark", {"draft_model": "/m/dspark"})])
+def test_model_runner_v1_with_a_v2_only_schedule_is_refused(method, extra):
+    spec = dict({"method": method, "schedule": "1-8:4,9+:1"}, **extra)
+    _refused("spec_server_env sets VLLM_USE_V2_MODEL_RUNNER=0", spec=spec, env={"VLLM_USE_V2_MODEL_RUNNER": "0"})
+    assert render(spec=spec, env={"VLLM_USE_V2_MODEL_RUNNER": "1"})[0]
+    assert render(spec={"method": "ngram", "schedule": "1-8:4,9+:1"}, env={"VLLM_USE_V2_MODEL_RUNNER": "0"})[0]
+
+
+def test_spec_warnings_reach_the_checked_values():
+    checked = render(spec={"method": "qwen3_next_mtp", "num_speculative_tokens": 1})[1]
+    assert checked["spec"] == {"method": "mtp", "num_speculative_tokens": 1}
+    assert len(checked["spec_warnings"]) == 1 and "'qwen3_next_mtp' is deprecated" in checked["spec_warnings"][0]
+
+
+@pytest.mark.parametrize("field, value", [("uno_lora_path", INJECTION), ("uno_lora_path", "--trust-remote-code")])
+def test_new_string_parameters_pass_the_gate(field, value):
+    _refused(field, spec={"method": "uno", "num_speculative_tokens": 3, field: value}, **SGLANG)
+
+
+def test_schedule_text_never_reaches_the_unit_unquoted():
+    # Only integers and fixed words reach the argv and the file; hostile text is refused while parsing.
+    _refused("schedule[0]", spec={"method": "ngram", "schedule": "1-8:4\nExecStartPre=/bin/sh"})
+    _refused("schedule[0].batch", spec={"method": "ngram", "schedule": [{"batch": "1-8\n[Service]", "k": 1}]})
