@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """How exact and how cheap is spec_bench? Side by side with vllm bench serve and sglang.bench_serving.
 
 Every client runs as its own process against bench/timed_server.py (known TTFT / TPOT / length),
@@ -19,6 +22,7 @@ they justify the transport choice), `vllm` (`vllm bench serve`, .build/venv-vllm
     .venv/bin/python bench/bench_fidelity.py --scenarios c32 --clients ours,vllm
 Results: bench/results/fidelity.json (and a markdown table on stdout).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -52,14 +56,31 @@ SCENARIOS = {
 
 # ------------------------------------------------------------------ server
 
+
 class TimedServer:
     def __init__(self, sc):
         self.tmp = tempfile.mkdtemp(prefix='timed-')
         pf = os.path.join(self.tmp, 'port')
-        args = [sys.executable, os.path.join(REPO, 'bench', 'timed_server.py'), '--port-file', pf,
-                '--ttft-ms', str(sc['ttft']), '--tpot-ms', str(sc['tpot']), '--chunk', str(sc['chunk']),
-                '--tokens', str(sc['tokens']), '--eos-after', str(sc.get('eos_after', 0)),
-                '--model', MODEL, '--lifetime', '1200']
+        args = [
+            sys.executable,
+            os.path.join(REPO, 'bench', 'timed_server.py'),
+            '--port-file',
+            pf,
+            '--ttft-ms',
+            str(sc['ttft']),
+            '--tpot-ms',
+            str(sc['tpot']),
+            '--chunk',
+            str(sc['chunk']),
+            '--tokens',
+            str(sc['tokens']),
+            '--eos-after',
+            str(sc.get('eos_after', 0)),
+            '--model',
+            MODEL,
+            '--lifetime',
+            '1200',
+        ]
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL)
         for _attempt in range(200):
             if os.path.exists(pf):
@@ -79,6 +100,7 @@ class TimedServer:
 
 
 # ------------------------------------------------------------------ clients
+
 
 def _tokenizer_dir():
     """A local word-level HF tokenizer for the reference tools' random datasets (no hub access)."""
@@ -106,9 +128,18 @@ json.dump({"model_type": "llama", "vocab_size": len(vocab)}, open(d + "/config.j
 
 
 def cmd_ours(sc, url, n, tmp):
-    args = {'url': url, 'model': MODEL, 'prompts': ['Tell me a long story about a lighthouse keeper.'],
-            'max_tokens': sc['tokens'], 'concurrency': [sc['conc']], 'requests': n, 'warmup': 1,
-            'metrics': 'none', 'ignore_eos': sc['ignore_eos'], 'output': os.path.join(tmp, 'out.json')}
+    args = {
+        'url': url,
+        'model': MODEL,
+        'prompts': ['Tell me a long story about a lighthouse keeper.'],
+        'max_tokens': sc['tokens'],
+        'concurrency': [sc['conc']],
+        'requests': n,
+        'warmup': 1,
+        'metrics': 'none',
+        'ignore_eos': sc['ignore_eos'],
+        'output': os.path.join(tmp, 'out.json'),
+    }
     path = os.path.join(tmp, 'args.json')
     with open(path, 'w') as f:
         json.dump({'ANSIBLE_MODULE_ARGS': args}, f)
@@ -119,9 +150,16 @@ def cmd_ours(sc, url, n, tmp):
 def read_ours(tmp):
     with open(os.path.join(tmp, 'out.json')) as f:
         lv = json.load(f)['levels'][0]
-    return {'ttft_ms': lv['ttft_ms']['mean'], 'tpot_ms': lv['tpot_ms']['mean'], 'tok_s': lv['output_tok_s'],
-            'tokens': lv['output_tokens'], 'ok': lv['ok'], 'itl_ms': lv['itl_ms']['mean'],
-            'ttft_p99_ms': lv['ttft_ms']['p99'], 'tpot_p99_ms': lv['tpot_ms']['p99']}
+    return {
+        'ttft_ms': lv['ttft_ms']['mean'],
+        'tpot_ms': lv['tpot_ms']['mean'],
+        'tok_s': lv['output_tok_s'],
+        'tokens': lv['output_tokens'],
+        'ok': lv['ok'],
+        'itl_ms': lv['itl_ms']['mean'],
+        'ttft_p99_ms': lv['ttft_ms']['p99'],
+        'tpot_p99_ms': lv['tpot_ms']['p99'],
+    }
 
 
 def cmd_variant(transport):
@@ -129,6 +167,7 @@ def cmd_variant(transport):
         spec = dict(sc, url=url, n=n, transport=transport, out=os.path.join(tmp, 'out.json'))
         env = dict(os.environ, PYTHONPATH=COLLECTIONS)
         return [sys.executable, os.path.abspath(__file__), '--variant-run', json.dumps(spec)], env
+
     return cmd
 
 
@@ -141,14 +180,38 @@ def cmd_vllm(sc, url, n, tmp):
         with open(path, 'w') as f:
             for i in range(n):
                 f.write(json.dumps({'prompt': ' '.join('w%d' % ((i + j) % 2000) for j in range(16))}) + '\n')
-        data = ['--dataset-name', 'custom', '--dataset-path', path, '--custom-output-len', str(sc['tokens']),
-                '--skip-chat-template']
-    argv = [os.path.join(VENV_VLLM, 'bin', 'vllm'), 'bench', 'serve', '--backend', 'openai',
-            '--base-url', url, '--endpoint', '/v1/completions', '--model', MODEL,
-            '--tokenizer', _tokenizer_dir()]
-    argv += data + ['--num-prompts', str(n), '--max-concurrency', str(sc['conc']), '--request-rate', 'inf',
-                    '--temperature', '0', '--save-result', '--result-dir', tmp, '--result-filename', 'out.json',
-                    '--disable-tqdm']
+        data = ['--dataset-name', 'custom', '--dataset-path', path, '--custom-output-len', str(sc['tokens']), '--skip-chat-template']
+    argv = [
+        os.path.join(VENV_VLLM, 'bin', 'vllm'),
+        'bench',
+        'serve',
+        '--backend',
+        'openai',
+        '--base-url',
+        url,
+        '--endpoint',
+        '/v1/completions',
+        '--model',
+        MODEL,
+        '--tokenizer',
+        _tokenizer_dir(),
+    ]
+    argv += data + [
+        '--num-prompts',
+        str(n),
+        '--max-concurrency',
+        str(sc['conc']),
+        '--request-rate',
+        'inf',
+        '--temperature',
+        '0',
+        '--save-result',
+        '--result-dir',
+        tmp,
+        '--result-filename',
+        'out.json',
+        '--disable-tqdm',
+    ]
     if sc['ignore_eos']:
         argv.append('--ignore-eos')
     return argv, dict(os.environ, VLLM_TARGET_DEVICE='cpu', HF_HUB_OFFLINE='1', TRANSFORMERS_OFFLINE='1')
@@ -157,21 +220,54 @@ def cmd_vllm(sc, url, n, tmp):
 def read_vllm(tmp):
     with open(os.path.join(tmp, 'out.json')) as f:
         r = json.load(f)
-    return {'ttft_ms': r['mean_ttft_ms'], 'tpot_ms': r['mean_tpot_ms'], 'tok_s': r['output_throughput'],
-            'tokens': r['total_output_tokens'], 'ok': r['completed'], 'itl_ms': r.get('mean_itl_ms'),
-            'ttft_p99_ms': r.get('p99_ttft_ms'), 'tpot_p99_ms': r.get('p99_tpot_ms')}
+    return {
+        'ttft_ms': r['mean_ttft_ms'],
+        'tpot_ms': r['mean_tpot_ms'],
+        'tok_s': r['output_throughput'],
+        'tokens': r['total_output_tokens'],
+        'ok': r['completed'],
+        'itl_ms': r.get('mean_itl_ms'),
+        'ttft_p99_ms': r.get('p99_ttft_ms'),
+        'tpot_p99_ms': r.get('p99_tpot_ms'),
+    }
 
 
 def cmd_sglang(backend):
     def cmd(sc, url, n, tmp):
-        argv = [os.path.join(VENV_SGLANG, 'bin', 'python'), '-m', 'sglang.bench_serving', '--backend', backend,
-                '--base-url', url, '--model', MODEL, '--tokenizer', _tokenizer_dir(),
-                '--dataset-name', 'random-ids', '--random-input-len', '16', '--random-output-len', str(sc['tokens']),
-                '--random-range-ratio', '1.0', '--num-prompts', str(n), '--max-concurrency', str(sc['conc']),
-                '--request-rate', 'inf', '--output-file', os.path.join(tmp, 'out.jsonl'), '--disable-tqdm']
+        argv = [
+            os.path.join(VENV_SGLANG, 'bin', 'python'),
+            '-m',
+            'sglang.bench_serving',
+            '--backend',
+            backend,
+            '--base-url',
+            url,
+            '--model',
+            MODEL,
+            '--tokenizer',
+            _tokenizer_dir(),
+            '--dataset-name',
+            'random-ids',
+            '--random-input-len',
+            '16',
+            '--random-output-len',
+            str(sc['tokens']),
+            '--random-range-ratio',
+            '1.0',
+            '--num-prompts',
+            str(n),
+            '--max-concurrency',
+            str(sc['conc']),
+            '--request-rate',
+            'inf',
+            '--output-file',
+            os.path.join(tmp, 'out.jsonl'),
+            '--disable-tqdm',
+        ]
         if not sc['ignore_eos']:
             argv.append('--disable-ignore-eos')
         return argv, dict(os.environ, HF_HUB_OFFLINE='1', TRANSFORMERS_OFFLINE='1', PYTHONPATH=_torchvision_stub())
+
     return cmd
 
 
@@ -221,9 +317,16 @@ def _torchvision_stub():
 def read_sglang(tmp):
     with open(os.path.join(tmp, 'out.jsonl')) as f:
         r = json.loads(f.read().strip().splitlines()[-1])
-    return {'ttft_ms': r['mean_ttft_ms'], 'tpot_ms': r['mean_tpot_ms'], 'tok_s': r['output_throughput'],
-            'tokens': r['total_output_tokens'], 'ok': r['completed'], 'itl_ms': r.get('mean_itl_ms'),
-            'ttft_p99_ms': r.get('p99_ttft_ms'), 'tpot_p99_ms': r.get('p99_tpot_ms')}
+    return {
+        'ttft_ms': r['mean_ttft_ms'],
+        'tpot_ms': r['mean_tpot_ms'],
+        'tok_s': r['output_throughput'],
+        'tokens': r['total_output_tokens'],
+        'ok': r['completed'],
+        'itl_ms': r.get('mean_itl_ms'),
+        'ttft_p99_ms': r.get('p99_ttft_ms'),
+        'tpot_p99_ms': r.get('p99_tpot_ms'),
+    }
 
 
 CLIENTS = {
@@ -287,9 +390,15 @@ def run_client(name, sc, server, n):
     res = read(tmp)
     first, last = truth['first_arrival_ns'], truth['last_token_ns']
     cpu_first, cpu_last = sampler.at(first), sampler.at(last)
-    res.update(cpu_total_s=ru.ru_utime + ru.ru_stime, wall_s=wall, load1=os.getloadavg()[0],
-               startup_s=(first - t0) / 1e9, startup_cpu_s=cpu_first,
-               cpu_ms_per_1k_tok=(cpu_last - cpu_first) * 1e6 / truth['tokens'], server=truth)
+    res.update(
+        cpu_total_s=ru.ru_utime + ru.ru_stime,
+        wall_s=wall,
+        load1=os.getloadavg()[0],
+        startup_s=(first - t0) / 1e9,
+        startup_cpu_s=cpu_first,
+        cpu_ms_per_1k_tok=(cpu_last - cpu_first) * 1e6 / truth['tokens'],
+        server=truth,
+    )
     return res
 
 
@@ -301,71 +410,107 @@ def judge(sc, name, r):
     srv = r['server']
     return {
         'client': name,
-        'ttft_ms': r['ttft_ms'], 'ttft_err_pct': 100 * (r['ttft_ms'] / sc['ttft'] - 1),
-        'tpot_ms': r['tpot_ms'], 'tpot_err_pct': 100 * (r['tpot_ms'] / sc['tpot'] - 1),
-        'tok_s': r['tok_s'], 'tok_s_err_pct': 100 * (r['tok_s'] / true_tok_s - 1), 'true_tok_s': true_tok_s,
-        'itl_ms': r['itl_ms'], 'ttft_p99_ms': r['ttft_p99_ms'], 'tpot_p99_ms': r['tpot_p99_ms'],
+        'ttft_ms': r['ttft_ms'],
+        'ttft_err_pct': 100 * (r['ttft_ms'] / sc['ttft'] - 1),
+        'tpot_ms': r['tpot_ms'],
+        'tpot_err_pct': 100 * (r['tpot_ms'] / sc['tpot'] - 1),
+        'tok_s': r['tok_s'],
+        'tok_s_err_pct': 100 * (r['tok_s'] / true_tok_s - 1),
+        'true_tok_s': true_tok_s,
+        'itl_ms': r['itl_ms'],
+        'ttft_p99_ms': r['ttft_p99_ms'],
+        'tpot_p99_ms': r['tpot_p99_ms'],
         'tokens_per_req_reported': r['tokens'] / float(r['ok']),
         'tokens_per_req_served': srv['tokens'] / float(srv['requests']),
-        'cpu_ms_per_1k_tok': r['cpu_ms_per_1k_tok'], 'cpu_total_s': r['cpu_total_s'],
-        'startup_s': r['startup_s'], 'startup_cpu_s': r['startup_cpu_s'],
+        'cpu_ms_per_1k_tok': r['cpu_ms_per_1k_tok'],
+        'cpu_total_s': r['cpu_total_s'],
+        'startup_s': r['startup_s'],
+        'startup_cpu_s': r['startup_cpu_s'],
         'load1_during': r['load1'],
         # against what the server actually did (its own lateness removed): the client's share
         'ttft_err_vs_server_pct': 100 * (r['ttft_ms'] / srv['ttft_ms_mean'] - 1),
         'tpot_err_vs_server_pct': 100 * (r['tpot_ms'] / srv['tpot_ms_mean'] - 1),
-        'server_ttft_ms': srv['ttft_ms_mean'], 'server_tpot_ms': srv['tpot_ms_mean'],
-        'server_late_ms_mean': srv['late_ms_mean'], 'server_late_ms_p99': srv['late_ms_p99'],
+        'server_ttft_ms': srv['ttft_ms_mean'],
+        'server_tpot_ms': srv['tpot_ms_mean'],
+        'server_late_ms_mean': srv['late_ms_mean'],
+        'server_late_ms_p99': srv['late_ms_p99'],
     }
 
 
 # ------------------------------------------------------------------ in-process variants
 
+
 def variant_run(spec):
     """Run the measurement core with another transport (child process of the bench)."""
     sys.path.insert(0, COLLECTIONS)
     from ansible.module_utils.urls import open_url
-    from ansible_collections.llmops.specdec.plugins.module_utils import _bench
+    from ansible_collections.llmops.specdec.plugins.module_utils import _bench, _bench_stats, _bench_stream, _http
 
     class OpenUrlTransport:
         """ansible's open_url() per request, as the convention reads (a new SSL context per call)."""
+
         name = 'open_url'
 
         def post_stream(self, url, body):
-            stamped = _bench.StampedBody(body)
-            resp = open_url(url, data=stamped, method='POST', timeout=60, use_proxy=False, decompress=False,
-                            headers={'Content-Type': 'application/json', 'Content-Length': str(len(body))})
+            stamped = _http.StampedBody(body)
+            resp = open_url(
+                url,
+                data=stamped,
+                method='POST',
+                timeout=60,
+                use_proxy=False,
+                decompress=False,
+                headers={'Content-Type': 'application/json', 'Content-Length': str(len(body))},
+            )
             return stamped.sent_ns, resp, resp.close
 
     if spec['transport'] == 'ansible_urls':
-        tr = _bench.AnsibleTransport(60)
+        tr = _http.AnsibleTransport(60)
     else:
         tr = OpenUrlTransport()
-    url = _bench.endpoint(spec['url'], 'completions')
-    body = _bench.request_body('completions', MODEL, 'Tell me a long story about a lighthouse keeper.',
-                               spec['tokens'], ignore_eos=spec['ignore_eos'])
+    url = _bench_stream.endpoint(spec['url'], 'completions')
+    body = _bench_stream.request_body('completions', MODEL, 'Tell me a long story about a lighthouse keeper.', spec['tokens'], ignore_eos=spec['ignore_eos'])
     results, wall = _bench.run_level(tr, url, [body], spec['conc'], spec['n'], warmup=1)
-    level = _bench.summarise(results, spec['conc'], wall)
+    level = _bench_stats.summarise(results, spec['conc'], wall)
     with open(spec['out'], 'w') as f:
         json.dump({'levels': [level]}, f)
 
 
 # ------------------------------------------------------------------ main
 
+
 def table(path):
     """The markdown table of a results file (bench/README.md quotes it)."""
     rows = json.load(open(path))
-    print('| scenario | client | TTFT ms (err; vs server) | TPOT ms (err; vs server) | tok/s (err) | tok/req reported / served '
-          '| CPU ms per 1k tok | start-up s (CPU s) |')
+    print(
+        '| scenario | client | TTFT ms (err; vs server) | TPOT ms (err; vs server) | tok/s (err) | tok/req reported / served '
+        '| CPU ms per 1k tok | start-up s (CPU s) |'
+    )
     print('|---|---|---|---|---|---|---|---|')
     for r in rows:
         if 'error' in r:
             print('| %s | %s | failed: %s |||||| ' % (r['scenario'], r['client'], r['error'].splitlines()[-1][:80]))
             continue
-        print('| %s | %s | %.2f (%+.1f%%; %+.1f%%) | %.3f (%+.3f%%; %+.3f%%) | %.1f (%+.2f%%) | %.0f / %.0f | %.0f | %.1f (%.1f) |' % (
-            r['scenario'], r['client'], r['ttft_ms'], r['ttft_err_pct'], r['ttft_err_vs_server_pct'],
-            r['tpot_ms'], r['tpot_err_pct'], r['tpot_err_vs_server_pct'], r['tok_s'], r['tok_s_err_pct'],
-            r['tokens_per_req_reported'], r['tokens_per_req_served'], r['cpu_ms_per_1k_tok'],
-            r['startup_s'], r['startup_cpu_s']))
+        print(
+            '| %s | %s | %.2f (%+.1f%%; %+.1f%%) | %.3f (%+.3f%%; %+.3f%%) | %.1f (%+.2f%%) | %.0f / %.0f | %.0f | %.1f (%.1f) |'
+            % (
+                r['scenario'],
+                r['client'],
+                r['ttft_ms'],
+                r['ttft_err_pct'],
+                r['ttft_err_vs_server_pct'],
+                r['tpot_ms'],
+                r['tpot_err_pct'],
+                r['tpot_err_vs_server_pct'],
+                r['tok_s'],
+                r['tok_s_err_pct'],
+                r['tokens_per_req_reported'],
+                r['tokens_per_req_served'],
+                r['cpu_ms_per_1k_tok'],
+                r['startup_s'],
+                r['startup_cpu_s'],
+            )
+        )
 
 
 def main():
@@ -402,12 +547,28 @@ def main():
                     continue
                 row = dict(judge(sc, cname, r), scenario=sname, setup=sc)
                 rows.append(row)
-                print('%-4s %-17s TTFT %7.2f ms (%+6.2f%%, srv %+6.2f%%) TPOT %7.3f ms (%+6.3f%%, srv %+6.3f%%) '
-                      'tok/s %8.1f (%+6.2f%%) tok/req %5.1f/%5.1f  CPU %6.1f ms/1k tok  start %5.2f s (%.2f s CPU)' % (
-                          sname, cname, row['ttft_ms'], row['ttft_err_pct'], row['ttft_err_vs_server_pct'],
-                          row['tpot_ms'], row['tpot_err_pct'], row['tpot_err_vs_server_pct'],
-                          row['tok_s'], row['tok_s_err_pct'], row['tokens_per_req_reported'], row['tokens_per_req_served'],
-                          row['cpu_ms_per_1k_tok'] or -1, row['startup_s'] or -1, row['startup_cpu_s']), flush=True)
+                print(
+                    '%-4s %-17s TTFT %7.2f ms (%+6.2f%%, srv %+6.2f%%) TPOT %7.3f ms (%+6.3f%%, srv %+6.3f%%) '
+                    'tok/s %8.1f (%+6.2f%%) tok/req %5.1f/%5.1f  CPU %6.1f ms/1k tok  start %5.2f s (%.2f s CPU)'
+                    % (
+                        sname,
+                        cname,
+                        row['ttft_ms'],
+                        row['ttft_err_pct'],
+                        row['ttft_err_vs_server_pct'],
+                        row['tpot_ms'],
+                        row['tpot_err_pct'],
+                        row['tpot_err_vs_server_pct'],
+                        row['tok_s'],
+                        row['tok_s_err_pct'],
+                        row['tokens_per_req_reported'],
+                        row['tokens_per_req_served'],
+                        row['cpu_ms_per_1k_tok'] or -1,
+                        row['startup_s'] or -1,
+                        row['startup_cpu_s'],
+                    ),
+                    flush=True,
+                )
         finally:
             server.close()
     with open(a.out, 'w') as f:

@@ -1,3 +1,5 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """How the wall time of playbooks/switch_spec.yml grows with the number of hosts (issue 8).
 
@@ -14,6 +16,7 @@ and everything else on the machine (other jobs), since all of it shares the same
     .venv/bin/python bench/fleet_scaling.py                # 1, 4, 16 hosts, then halts the fleet
     .venv/bin/python bench/fleet_scaling.py --sizes 1,4 --keep
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,8 +43,7 @@ def ansible_env(timer_out=None):
     env = dict(os.environ, ANSIBLE_NOCOLOR='1', ANSIBLE_FORCE_COLOR='0')
     env['PATH'] = '%s:%s' % (REPO / '.venv' / 'bin', env.get('PATH', ''))
     if timer_out:
-        env.update(ANSIBLE_CALLBACK_PLUGINS=str(REPO / 'bench' / 'callbacks'),
-                   ANSIBLE_CALLBACKS_ENABLED='task_timer', TASK_TIMER_OUT=str(timer_out))
+        env.update(ANSIBLE_CALLBACK_PLUGINS=str(REPO / 'bench' / 'callbacks'), ANSIBLE_CALLBACKS_ENABLED='task_timer', TASK_TIMER_OUT=str(timer_out))
     return env
 
 
@@ -54,8 +56,9 @@ def run(argv, env=None, log=None, check=True):
 
 
 def playbook(args, hosts, env=None, log=None, check=True):
-    return run([str(REPO / '.venv' / 'bin' / 'ansible-playbook')] + INVENTORY + ['--limit', ','.join(hosts)] + args,
-               env=env or ansible_env(), log=log, check=check)
+    return run(
+        [str(REPO / '.venv' / 'bin' / 'ansible-playbook')] + INVENTORY + ['--limit', ','.join(hosts)] + args, env=env or ansible_env(), log=log, check=check
+    )
 
 
 def guest_cpu_s(hosts):
@@ -114,18 +117,26 @@ def engine_or_bench(task):
 def measure(n, forks, method, logdir):
     hosts = host_names(n)
     # Same work every run: no stored baseline, so each switch measures its baseline first.
-    run([str(REPO / '.venv' / 'bin' / 'ansible')] + INVENTORY + ['--limit', ','.join(hosts), 'inference',
-        '-m', 'ansible.builtin.file', '-a', 'path=/var/lib/llmops-specdec/baselines state=absent'],
-        env=ansible_env(), log=logdir / ('clean-%d.log' % n))
+    run(
+        [str(REPO / '.venv' / 'bin' / 'ansible')]
+        + INVENTORY
+        + ['--limit', ','.join(hosts), 'inference', '-m', 'ansible.builtin.file', '-a', 'path=/var/lib/llmops-specdec/baselines state=absent'],
+        env=ansible_env(),
+        log=logdir / ('clean-%d.log' % n),
+    )
     timer = logdir / ('timer-%d.jsonl' % n)
     timer.unlink(missing_ok=True)
     guest0, machine0 = guest_cpu_s(hosts), machine_cpu_s()
     child0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     load0 = os.getloadavg()[0]
     t0 = time.perf_counter()
-    rc = playbook(['playbooks/switch_spec.yml', '--forks', str(forks), '-e', 'method=' + method,
-                   '-e', 'specdec_report_dir=%s' % (logdir / ('report-%d' % n))],
-                  hosts, env=ansible_env(timer), log=logdir / ('switch-%d.log' % n), check=False)
+    rc = playbook(
+        ['playbooks/switch_spec.yml', '--forks', str(forks), '-e', 'method=' + method, '-e', 'specdec_report_dir=%s' % (logdir / ('report-%d' % n))],
+        hosts,
+        env=ansible_env(timer),
+        log=logdir / ('switch-%d.log' % n),
+        check=False,
+    )
     wall = time.perf_counter() - t0
     child1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     guest1, machine1 = guest_cpu_s(hosts), machine_cpu_s()
@@ -140,14 +151,22 @@ def measure(n, forks, method, logdir):
     guests_cpu = (guest1 - guest0) if guest0 is not None and guest1 is not None else None
     slowest = sorted((t for t in tasks if not engine_or_bench(t)), key=lambda t: -t['seconds'])[:8]
     return {
-        'hosts': n, 'forks': forks, 'rc': rc, 'wall_s': round(wall, 2),
-        'engine_load_s': round(excluded['load'], 2), 'bench_s': round(excluded['bench'], 2),
-        'orchestration_s': round(orchestration, 2), 'orchestration_per_host_s': round(orchestration / n, 2),
+        'hosts': n,
+        'forks': forks,
+        'rc': rc,
+        'wall_s': round(wall, 2),
+        'engine_load_s': round(excluded['load'], 2),
+        'bench_s': round(excluded['bench'], 2),
+        'orchestration_s': round(orchestration, 2),
+        'orchestration_per_host_s': round(orchestration / n, 2),
         'tasks_run': len(tasks),
-        'cpu': {'controller_ansible_s': round(controller_cpu, 1),
-                'mock_hosts_s': round(guests_cpu, 1) if guests_cpu is not None else None,
-                'machine_busy_s': round(machine1 - machine0, 1),
-                'capacity_s': round(wall * os.cpu_count(), 1), 'loadavg_1m_before': round(load0, 2)},
+        'cpu': {
+            'controller_ansible_s': round(controller_cpu, 1),
+            'mock_hosts_s': round(guests_cpu, 1) if guests_cpu is not None else None,
+            'machine_busy_s': round(machine1 - machine0, 1),
+            'capacity_s': round(wall * os.cpu_count(), 1),
+            'loadavg_1m_before': round(load0, 2),
+        },
         'slowest_orchestration_tasks': [{'name': t['name'], 's': round(t['seconds'], 2)} for t in slowest],
     }
 
@@ -182,20 +201,30 @@ def main():
         if not args.keep:
             run([str(FLEET), 'down'], log=logdir / 'down.log', check=False)
     base = results[0]['orchestration_s']
-    print('\n%5s %5s %8s %8s %8s %8s %9s %7s %9s %9s' % ('hosts', 'forks', 'wall_s', 'load_s', 'bench_s', 'orch_s',
-                                                         'orch/host', 'x(1)', 'ctl_cpu', 'host_cpu'))
+    print('\n%5s %5s %8s %8s %8s %8s %9s %7s %9s %9s' % ('hosts', 'forks', 'wall_s', 'load_s', 'bench_s', 'orch_s', 'orch/host', 'x(1)', 'ctl_cpu', 'host_cpu'))
     for r in results:
         r['orchestration_vs_smallest'] = round(r['orchestration_s'] / base, 2) if base else None
-        print('%5d %5d %8.1f %8.1f %8.1f %8.1f %9.2f %7.2f %9.1f %9s' % (
-            r['hosts'], r['forks'], r['wall_s'], r['engine_load_s'], r['bench_s'], r['orchestration_s'],
-            r['orchestration_per_host_s'], r['orchestration_vs_smallest'] or 0, r['cpu']['controller_ansible_s'],
-            r['cpu']['mock_hosts_s']))
-    print('rc: %s  (goal: %d hosts within 2x the orchestration time of %d)' % (
-        [r['rc'] for r in results], sizes[-1], sizes[0]))
+        print(
+            '%5d %5d %8.1f %8.1f %8.1f %8.1f %9.2f %7.2f %9.1f %9s'
+            % (
+                r['hosts'],
+                r['forks'],
+                r['wall_s'],
+                r['engine_load_s'],
+                r['bench_s'],
+                r['orchestration_s'],
+                r['orchestration_per_host_s'],
+                r['orchestration_vs_smallest'] or 0,
+                r['cpu']['controller_ansible_s'],
+                r['cpu']['mock_hosts_s'],
+            )
+        )
+    print('rc: %s  (goal: %d hosts within 2x the orchestration time of %d)' % ([r['rc'] for r in results], sizes[-1], sizes[0]))
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps({'cpus': os.cpu_count(), 'method': args.method, 'boot_s': round(boot, 1),
-                                          'deploy_s': round(deploy, 1), 'runs': results}, indent=1) + '\n',
-                              encoding='utf-8')
+    Path(args.out).write_text(
+        json.dumps({'cpus': os.cpu_count(), 'method': args.method, 'boot_s': round(boot, 1), 'deploy_s': round(deploy, 1), 'runs': results}, indent=1) + '\n',
+        encoding='utf-8',
+    )
     print('written: %s' % args.out)
     return 0 if all(r['rc'] == 0 for r in results) else 1
 

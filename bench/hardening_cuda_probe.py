@@ -1,3 +1,5 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Does CUDA work under the seccomp filters the spec_server unit could set? (docs/hardening.md)
 
@@ -15,6 +17,7 @@ a ctypes callback (libffi closure), CUDA graph capture and replay, a numba @njit
 n-gram proposer is numba-compiled), and a spawned child process doing CUDA (as vLLM's workers).
 Prints one JSON line per filter. Usage on a GPU machine: python3 bench/hardening_cuda_probe.py
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -28,24 +31,44 @@ import traceback
 # x86_64 syscall numbers of the calls the filters refuse.
 DENY_LIST = {
     # @clock
-    "adjtimex": 159, "clock_adjtime": 305, "clock_settime": 227, "settimeofday": 164,
+    "adjtimex": 159,
+    "clock_adjtime": 305,
+    "clock_settime": 227,
+    "settimeofday": 164,
     # @cpu-emulation
     "modify_ldt": 154,
     # @debug
-    "ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311, "perf_event_open": 298,
+    "ptrace": 101,
+    "process_vm_readv": 310,
+    "process_vm_writev": 311,
+    "perf_event_open": 298,
     "lookup_dcookie": 212,
     # @module
-    "init_module": 175, "finit_module": 313, "delete_module": 176,
+    "init_module": 175,
+    "finit_module": 313,
+    "delete_module": 176,
     # @mount
-    "mount": 165, "umount2": 166, "pivot_root": 155, "fsopen": 430, "move_mount": 429,
+    "mount": 165,
+    "umount2": 166,
+    "pivot_root": 155,
+    "fsopen": 430,
+    "move_mount": 429,
     # @obsolete
-    "uselib": 134, "create_module": 174, "get_kernel_syms": 177, "query_module": 178, "sysfs": 139,
+    "uselib": 134,
+    "create_module": 174,
+    "get_kernel_syms": 177,
+    "query_module": 178,
+    "sysfs": 139,
     # @raw-io
-    "ioperm": 173, "iopl": 172,
+    "ioperm": 173,
+    "iopl": 172,
     # @reboot
-    "reboot": 169, "kexec_load": 246, "kexec_file_load": 320,
+    "reboot": 169,
+    "kexec_load": 246,
+    "kexec_file_load": 320,
     # @swap
-    "swapon": 167, "swapoff": 168,
+    "swapon": 167,
+    "swapoff": 168,
 }
 NR_MMAP, NR_MPROTECT, NR_PKEY_MPROTECT = 9, 10, 329
 PROT_WRITE, PROT_EXEC = 0x2, 0x4
@@ -79,20 +102,23 @@ def _jump(code, k, jt, jf):
 
 def program(kind):
     deny = SECCOMP_RET_ERRNO | EPERM
-    prog = [_stmt(LD_W_ABS, OFF_ARCH), _jump(JEQ_K, AUDIT_ARCH_X86_64, 1, 0), _stmt(RET_K, SECCOMP_RET_ALLOW),
-            _stmt(LD_W_ABS, OFF_NR)]
+    prog = [_stmt(LD_W_ABS, OFF_ARCH), _jump(JEQ_K, AUDIT_ARCH_X86_64, 1, 0), _stmt(RET_K, SECCOMP_RET_ALLOW), _stmt(LD_W_ABS, OFF_NR)]
     if kind == "deny_list":
         for nr in DENY_LIST.values():
             prog += [_jump(JEQ_K, nr, 0, 1), _stmt(RET_K, deny)]
     elif kind == "mdwe":
         # mmap: refuse when prot has both WRITE and EXEC
-        prog += [_jump(JEQ_K, NR_MMAP, 0, 5), _stmt(LD_W_ABS, OFF_ARG2_LO),
-                 _stmt(ALU_AND_K, PROT_WRITE | PROT_EXEC), _jump(JEQ_K, PROT_WRITE | PROT_EXEC, 0, 1),
-                 _stmt(RET_K, deny), _stmt(RET_K, SECCOMP_RET_ALLOW)]
+        prog += [
+            _jump(JEQ_K, NR_MMAP, 0, 5),
+            _stmt(LD_W_ABS, OFF_ARG2_LO),
+            _stmt(ALU_AND_K, PROT_WRITE | PROT_EXEC),
+            _jump(JEQ_K, PROT_WRITE | PROT_EXEC, 0, 1),
+            _stmt(RET_K, deny),
+            _stmt(RET_K, SECCOMP_RET_ALLOW),
+        ]
         # mprotect / pkey_mprotect: refuse any PROT_EXEC
         for nr in (NR_MPROTECT, NR_PKEY_MPROTECT):
-            prog += [_jump(JEQ_K, nr, 0, 4), _stmt(LD_W_ABS, OFF_ARG2_LO), _jump(JSET_K, PROT_EXEC, 0, 1),
-                     _stmt(RET_K, deny), _stmt(RET_K, SECCOMP_RET_ALLOW)]
+            prog += [_jump(JEQ_K, nr, 0, 4), _stmt(LD_W_ABS, OFF_ARG2_LO), _jump(JSET_K, PROT_EXEC, 0, 1), _stmt(RET_K, deny), _stmt(RET_K, SECCOMP_RET_ALLOW)]
     prog.append(_stmt(RET_K, SECCOMP_RET_ALLOW))
     return prog
 
@@ -112,6 +138,7 @@ def install(kind):
 
 def _spawned_cuda(q):
     import torch
+
     x = torch.ones(1024, device="cuda")
     q.put(float(x.sum().item()))
 
@@ -123,8 +150,7 @@ def workload():
         try:
             steps[name] = {"ok": True, "value": fn()}
         except Exception as e:  # report, keep going
-            steps[name] = {"ok": False, "error": "%s: %s" % (type(e).__name__, str(e)[:300]),
-                           "where": traceback.format_exc().splitlines()[-3:]}
+            steps[name] = {"ok": False, "error": "%s: %s" % (type(e).__name__, str(e)[:300]), "where": traceback.format_exc().splitlines()[-3:]}
 
     import torch
 

@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """gpu_reclaim on a real GPU: the module's time to verified-free against the floor and the manual pipeline.
 
 Each round starts the same real CUDA holders with torch: one of --big-gib (default 100 GiB), three of
@@ -20,6 +23,7 @@ No GPU library is imported by this orchestrating process, so `fuser` never lists
 Usage (on the GPU machine, from the repo root):
   python3 bench/reclaim_h200.py --ansible-site /tmp/site --out results.json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,6 +45,7 @@ SETUP_TIMEOUT = 180.0
 
 # ---------------------------------------------------------------- roles run as child processes
 
+
 def role_holder(args):
     """Allocate GiB on GPU 0 with torch, write the ready file, sleep until killed."""
     if args.orphan:
@@ -52,6 +57,7 @@ def role_holder(args):
     if args.ignore_sigterm:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     import torch
+
     block = torch.empty(int(args.gib * 2**30), dtype=torch.uint8, device="cuda")
     block.fill_(1)
     torch.cuda.synchronize()
@@ -63,6 +69,7 @@ def role_holder(args):
 def role_monitor(args):
     """Poll NVML every 50 ms like an exporter; touch the heartbeat file each second."""
     import pynvml
+
     pynvml.nvmlInit()
     handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
     _write(args.ready, str(os.getpid()))
@@ -86,6 +93,7 @@ def _nvml_state(pynvml, handles):
 def role_floor(args):
     """SIGKILL the pids given on stdin's first line, poll NVML until free; print seconds."""
     import pynvml
+
     pynvml.nvmlInit()
     handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
     pids = [int(p) for p in sys.stdin.readline().split()]
@@ -106,11 +114,11 @@ def role_floor(args):
 def role_probe(args):
     """Print NVML's view once: v2 used MiB and compute pids per GPU, plus the driver version."""
     import pynvml
+
     pynvml.nvmlInit()
     handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
     used, procs = _nvml_state(pynvml, handles)
-    print(json.dumps({"used_mib": used, "pids": procs, "driver": pynvml.nvmlSystemGetDriverVersion(),
-                      "names": [pynvml.nvmlDeviceGetName(h) for h in handles]}))
+    print(json.dumps({"used_mib": used, "pids": procs, "driver": pynvml.nvmlSystemGetDriverVersion(), "names": [pynvml.nvmlDeviceGetName(h) for h in handles]}))
 
 
 def _write(path, text):
@@ -121,6 +129,7 @@ def _write(path, text):
 
 # ---------------------------------------------------------------- orchestration
 
+
 class Round:
     """One set of holders and the monitor, started in parallel."""
 
@@ -128,9 +137,14 @@ class Round:
         self.dir = tempfile.mkdtemp(dir=workdir)
         self.popens = []
         self.ready = {}
-        specs = [("big", big_gib, []), ("small1", small_gib, []), ("small2", small_gib, []),
-                 ("small3", small_gib, []), ("ignores_sigterm", small_gib, ["--ignore-sigterm"]),
-                 ("orphan", small_gib, ["--orphan"])]
+        specs = [
+            ("big", big_gib, []),
+            ("small1", small_gib, []),
+            ("small2", small_gib, []),
+            ("small3", small_gib, []),
+            ("ignores_sigterm", small_gib, ["--ignore-sigterm"]),
+            ("orphan", small_gib, ["--orphan"]),
+        ]
         for name, gib, extra in specs:
             self._spawn(name, ["holder", "--gib", str(gib)] + extra)
         self._spawn("monitor", ["monitor"])
@@ -187,8 +201,7 @@ def alive(pid):
 
 
 def probe():
-    out = subprocess.run([sys.executable, os.path.abspath(__file__), "probe"], capture_output=True, text=True,
-                         timeout=60, check=True)
+    out = subprocess.run([sys.executable, os.path.abspath(__file__), "probe"], capture_output=True, text=True, timeout=60, check=True)
     return json.loads(out.stdout)
 
 
@@ -213,41 +226,55 @@ def run_module(rnd, env, args_dir):
     with open(args_file, "w") as handle:
         json.dump({"ANSIBLE_MODULE_ARGS": {"scope": "gpu", "gpus": ["all"]}}, handle)
     start = time.perf_counter()
-    out = subprocess.run([sys.executable, MODULE, args_file], capture_output=True, text=True, env=env, timeout=120,
-                         check=False)  # a failed module still prints its JSON
+    out = subprocess.run(
+        [sys.executable, MODULE, args_file], capture_output=True, text=True, env=env, timeout=120, check=False
+    )  # a failed module still prints its JSON
     wall = time.perf_counter() - start
     result = json.loads(out.stdout)
     after = probe()
-    return {"kind": "module", "wall_s": wall, "rc": out.returncode, "failed": result.get("failed", False),
-            "msg": result.get("msg"), "changed": result.get("changed"), "elapsed": result.get("elapsed"),
-            "gpus": result.get("gpus"),
-            "signalled": [{k: s[k] for k in ("pid", "name", "mib", "signal", "source")}
-                          for s in result.get("signalled", [])],
-            "holders": rnd.pids, "monitor_alive": rnd.monitor_alive(), "nvml_after": after}
+    return {
+        "kind": "module",
+        "wall_s": wall,
+        "rc": out.returncode,
+        "failed": result.get("failed", False),
+        "msg": result.get("msg"),
+        "changed": result.get("changed"),
+        "elapsed": result.get("elapsed"),
+        "gpus": result.get("gpus"),
+        "signalled": [{k: s[k] for k in ("pid", "name", "mib", "signal", "source")} for s in result.get("signalled", [])],
+        "holders": rnd.pids,
+        "monitor_alive": rnd.monitor_alive(),
+        "nvml_after": after,
+    }
 
 
 def run_floor(rnd):
-    out = subprocess.run([sys.executable, os.path.abspath(__file__), "floor"], capture_output=True, text=True,
-                         input=" ".join(map(str, rnd.holder_pids())) + "\n", timeout=120, check=True)
+    out = subprocess.run(
+        [sys.executable, os.path.abspath(__file__), "floor"],
+        capture_output=True,
+        text=True,
+        input=" ".join(map(str, rnd.holder_pids())) + "\n",
+        timeout=120,
+        check=True,
+    )
     result = json.loads(out.stdout)
-    return {"kind": "floor", "wall_s": result["floor_s"], "polls": result["polls"],
-            "monitor_alive": rnd.monitor_alive(), "nvml_after": probe()}
+    return {"kind": "floor", "wall_s": result["floor_s"], "polls": result["polls"], "monitor_alive": rnd.monitor_alive(), "nvml_after": probe()}
 
 
 def run_manual(rnd, kind, system_holders):
     keep = "|".join(str(p) for p in system_holders) or "^$"
-    kill_nodes = ("fuser /dev/nvidia* 2>/dev/null | tr -s ' ' '\\n' | grep -E '^[0-9]+$' "
-                  "| grep -vxE '%s' | xargs -r kill -9" % keep)
+    kill_nodes = "fuser /dev/nvidia* 2>/dev/null | tr -s ' ' '\\n' | grep -E '^[0-9]+$' | grep -vxE '%s' | xargs -r kill -9" % keep
     if kind == "manual":
-        script = ("sleep 5; ps aux | grep '%s' | grep -v grep | awk '{print $2}' | xargs -r kill -9; sleep 3; "
-                  "%s; sleep 2; nvidia-smi >/dev/null" % (HOLDER_TAG, kill_nodes))
+        script = "sleep 5; ps aux | grep '%s' | grep -v grep | awk '{print $2}' | xargs -r kill -9; sleep 3; %s; sleep 2; nvidia-smi >/dev/null" % (
+            HOLDER_TAG,
+            kill_nodes,
+        )
     else:
         script = "%s; sleep 2; nvidia-smi >/dev/null" % kill_nodes
     start = time.perf_counter()
     subprocess.run(["bash", "-c", script], timeout=120, check=False)
     wall = time.perf_counter() - start
-    return {"kind": kind, "wall_s": wall, "script": script, "monitor_alive": rnd.monitor_alive(),
-            "nvml_after": probe()}
+    return {"kind": kind, "wall_s": wall, "script": script, "monitor_alive": rnd.monitor_alive(), "nvml_after": probe()}
 
 
 def orchestrate(opts):
@@ -257,8 +284,14 @@ def orchestrate(opts):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (opts.ansible_site, coll) if p))
     workdir = tempfile.mkdtemp()
     system_holders = nvidia_node_holders()
-    report = {"machine": probe(), "system_node_holders": system_holders, "python": sys.version.split()[0],
-              "big_gib": opts.big_gib, "small_gib": opts.small_gib, "rounds": []}
+    report = {
+        "machine": probe(),
+        "system_node_holders": system_holders,
+        "python": sys.version.split()[0],
+        "big_gib": opts.big_gib,
+        "small_gib": opts.small_gib,
+        "rounds": [],
+    }
     wait_free()
     plan = ["module", "floor"] * opts.repeat + ["manual", "fuser"]
     for kind in plan:
@@ -283,16 +316,25 @@ def orchestrate(opts):
 def summarise(rounds):
     def walls(kind):
         return [r["wall_s"] for r in rounds if r["kind"] == kind]
+
     module, floor = statistics.median(walls("module")), statistics.median(walls("floor"))
     manual, fuser = walls("manual")[0], walls("fuser")[0]
-    return {"module_s": walls("module"), "floor_s": walls("floor"), "manual_s": manual, "fuser_s": fuser,
-            "module_median_s": module, "floor_median_s": floor,
-            "module_minus_floor_s": module - floor, "manual_over_module": manual / module,
-            "fuser_over_module": fuser / module,
-            "module_ok": all(r["rc"] == 0 and not r["failed"] for r in rounds if r["kind"] == "module"),
-            "monitor_alive_after_module": all(r["monitor_alive"] for r in rounds if r["kind"] == "module"),
-            "monitor_alive_after_manual": [r["monitor_alive"] for r in rounds if r["kind"] in ("manual", "fuser")],
-            "goal_within_1s_of_floor": module - floor <= 1.0, "goal_8x_faster_than_manual": manual / module >= 8}
+    return {
+        "module_s": walls("module"),
+        "floor_s": walls("floor"),
+        "manual_s": manual,
+        "fuser_s": fuser,
+        "module_median_s": module,
+        "floor_median_s": floor,
+        "module_minus_floor_s": module - floor,
+        "manual_over_module": manual / module,
+        "fuser_over_module": fuser / module,
+        "module_ok": all(r["rc"] == 0 and not r["failed"] for r in rounds if r["kind"] == "module"),
+        "monitor_alive_after_module": all(r["monitor_alive"] for r in rounds if r["kind"] == "module"),
+        "monitor_alive_after_manual": [r["monitor_alive"] for r in rounds if r["kind"] in ("manual", "fuser")],
+        "goal_within_1s_of_floor": module - floor <= 1.0,
+        "goal_8x_faster_than_manual": manual / module >= 8,
+    }
 
 
 def main():

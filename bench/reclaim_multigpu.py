@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """gpu_reclaim on a multi-GPU host: only the selected GPUs are freed, the others are left alone.
 
 Runs the real plugins/modules/gpu_reclaim.py the way Ansible runs it on a target (python3 MODULE
@@ -23,6 +26,7 @@ NVML shim with mock holders (tests/mockgpu) for checking the bench itself where 
 Usage (on the GPU machine, from the repo root):
   python3 bench/reclaim_multigpu.py --ansible-site /tmp/site --out results.json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -46,15 +50,18 @@ SETTLE_S = 0.5  # the watcher keeps polling this long after the module exits: la
 
 # ---------------------------------------------------------------- roles run as child processes
 
+
 def role_holder(args):
     """Allocate --gib on each visible device (cuda:0..), write the ready file, sleep until killed."""
     keep = []
     if args.mock:
         sys.path.insert(0, MOCK_LIB)
         import mockgpu_hold  # pylint: disable=import-outside-toplevel,import-error
+
         keep = [mockgpu_hold.hold(int(d), int(args.gib * 1024)) for d in args.devices.split(",")]
     else:
         import torch  # pylint: disable=import-outside-toplevel,import-error
+
         count = len(args.devices.split(","))  # CUDA_VISIBLE_DEVICES holds exactly these
         for dev in range(count):
             block = torch.empty(int(args.gib * 2**30), dtype=torch.uint8, device="cuda:%d" % dev)
@@ -70,6 +77,7 @@ def role_holder(args):
 def role_watch(args):
     """Poll NVML until the stop file exists; print per-GPU transitions [t, used MiB, pids]."""
     import pynvml  # pylint: disable=import-outside-toplevel,import-error
+
     pynvml.nvmlInit()
     handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
     timeline = [[] for _h in handles]
@@ -92,6 +100,7 @@ def role_watch(args):
 
 # ---------------------------------------------------------------- orchestration
 
+
 class Round(single.Round):
     """Holders on given GPUs plus the NVML monitor, started in parallel; specs: [(name, [gpus], gib)]."""
 
@@ -103,16 +112,14 @@ class Round(single.Round):
         for name, gpus, gib in specs:
             self.devices[name] = gpus
             argv = ["holder", "--devices", ",".join(map(str, gpus)), "--gib", str(gib)]
-            self._spawn(name, argv + (["--mock"] if mock else []),
-                        {"CUDA_VISIBLE_DEVICES": ",".join(map(str, gpus)), "CUDA_DEVICE_ORDER": "PCI_BUS_ID"})
+            self._spawn(name, argv + (["--mock"] if mock else []), {"CUDA_VISIBLE_DEVICES": ",".join(map(str, gpus)), "CUDA_DEVICE_ORDER": "PCI_BUS_ID"})
         self._spawn("monitor", ["monitor"], {})
         self.pids = self._wait_ready()
 
     def _spawn(self, name, argv, extra_env=None):  # pylint: disable=arguments-differ
         ready = os.path.join(self.dir, name)
         self.ready[name] = ready
-        proc = subprocess.Popen([sys.executable, os.path.abspath(__file__)] + argv + ["--ready", ready],
-                                env=dict(os.environ, **(extra_env or {})))
+        proc = subprocess.Popen([sys.executable, os.path.abspath(__file__)] + argv + ["--ready", ready], env=dict(os.environ, **(extra_env or {})))
         threading.Thread(target=proc.wait, daemon=True).start()  # reaped at once, as by a service's parent
         self.popens.append(proc)
 
@@ -122,8 +129,7 @@ class Round(single.Round):
         for index, pids in enumerate(state["pids"]):
             for pid in pids:
                 seen.setdefault(pid, []).append(index)
-        return {name: {"expected": gpus, "nvml": sorted(seen.get(self.pids[name], []))}
-                for name, gpus in self.devices.items()}
+        return {name: {"expected": gpus, "nvml": sorted(seen.get(self.pids[name], []))} for name, gpus in self.devices.items()}
 
 
 class Watcher:
@@ -135,8 +141,9 @@ class Watcher:
         for path in (self.ready, self.stop_file):
             if os.path.exists(path):
                 os.unlink(path)
-        self.proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "watch", "--ready", self.ready,
-                                      "--stop", self.stop_file], stdout=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__), "watch", "--ready", self.ready, "--stop", self.stop_file], stdout=subprocess.PIPE, text=True
+        )
         end = time.monotonic() + 60
         while not os.path.exists(self.ready):
             if time.monotonic() > end or self.proc.poll() is not None:
@@ -175,8 +182,9 @@ def run_module(rnd, gpus, env, workdir):
     before = single.probe()
     watcher = Watcher(workdir)
     t0 = time.monotonic()
-    out = subprocess.run([sys.executable, MODULE, args_file], capture_output=True, text=True, env=env,
-                         timeout=120, check=False)  # a failed module still prints its JSON
+    out = subprocess.run(
+        [sys.executable, MODULE, args_file], capture_output=True, text=True, env=env, timeout=120, check=False
+    )  # a failed module still prints its JSON
     t_exit = time.monotonic()
     time.sleep(SETTLE_S)
     watched = watcher.stop()
@@ -184,23 +192,35 @@ def run_module(rnd, gpus, env, workdir):
     result = json.loads(out.stdout)
     per_gpu = []
     for index, timeline in enumerate(watched["timeline"]):
-        per_gpu.append({
-            "gpu": index, "selected": index in gpus,
-            "used_mib_before": before["used_mib"][index], "used_mib_after": after["used_mib"][index],
-            "pids_before": sorted(before["pids"][index]), "pids_after": sorted(after["pids"][index]),
-            "free_at_s": None if free_at(timeline, t0) is None else round(free_at(timeline, t0), 4),
-            "transitions": [[round(t - t0, 4), used, pids] for t, used, pids in timeline]})
+        per_gpu.append(
+            {
+                "gpu": index,
+                "selected": index in gpus,
+                "used_mib_before": before["used_mib"][index],
+                "used_mib_after": after["used_mib"][index],
+                "pids_before": sorted(before["pids"][index]),
+                "pids_after": sorted(after["pids"][index]),
+                "free_at_s": None if free_at(timeline, t0) is None else round(free_at(timeline, t0), 4),
+                "transitions": [[round(t - t0, 4), used, pids] for t, used, pids in timeline],
+            }
+        )
     return {
-        "gpus": gpus, "wall_s": round(t_exit - t0, 4), "rc": out.returncode,
-        "failed": bool(result.get("failed")), "msg": result.get("msg"), "changed": result.get("changed"),
+        "gpus": gpus,
+        "wall_s": round(t_exit - t0, 4),
+        "rc": out.returncode,
+        "failed": bool(result.get("failed")),
+        "msg": result.get("msg"),
+        "changed": result.get("changed"),
         "elapsed": result.get("elapsed"),
         "module_gpus": [{k: g.get(k) for k in MODULE_GPU_KEYS} for g in result.get("gpus", [])],
-        "signalled": [{k: s.get(k) for k in ("pid", "name", "gpus", "unselected", "mib", "signal", "source")}
-                      for s in result.get("signalled", [])],
-        "spared": [{k: s.get(k) for k in ("pid", "name", "gpus", "unselected", "mib", "reason")}
-                   for s in result.get("spared", [])],
-        "pids": dict(rnd.pids), "alive_after": {name: single.alive(pid) for name, pid in rnd.pids.items()},
-        "watch_polls": watched["polls"], "per_gpu": per_gpu, "stderr_tail": out.stderr[-2000:]}
+        "signalled": [{k: s.get(k) for k in ("pid", "name", "gpus", "unselected", "mib", "signal", "source")} for s in result.get("signalled", [])],
+        "spared": [{k: s.get(k) for k in ("pid", "name", "gpus", "unselected", "mib", "reason")} for s in result.get("spared", [])],
+        "pids": dict(rnd.pids),
+        "alive_after": {name: single.alive(pid) for name, pid in rnd.pids.items()},
+        "watch_polls": watched["polls"],
+        "per_gpu": per_gpu,
+        "stderr_tail": out.stderr[-2000:],
+    }
 
 
 def untouched(row, index):
@@ -212,8 +232,7 @@ def untouched(row, index):
 def verified_free(row, index):
     gpu = row["per_gpu"][index]
     module_row = next((g for g in row["module_gpus"] if g["index"] == index), {})
-    return (gpu["used_mib_after"] == 0 and not gpu["pids_after"] and module_row.get("used_mib_after") == 0
-            and module_row.get("processes_after") == [])
+    return gpu["used_mib_after"] == 0 and not gpu["pids_after"] and module_row.get("used_mib_after") == 0 and module_row.get("processes_after") == []
 
 
 def exit_after_free(row, index):
@@ -246,11 +265,12 @@ def check_span_gpu0(row, n):
         "nothing_signalled": row["signalled"] == [],
         "gpu0_holder_alive": row["alive_after"]["gpu0"],
     }
-    outcome = {"gpu0_holder_alive": row["alive_after"]["gpu0"],
-               "gpu0_holder_signalled": next((s["signal"] for s in row["signalled"]
-                                              if s["pid"] == row["pids"]["gpu0"]), None),
-               "gpu0_used_mib_after": row["per_gpu"][0]["used_mib_after"],
-               "gpu0_pids_after": row["per_gpu"][0]["pids_after"]}
+    outcome = {
+        "gpu0_holder_alive": row["alive_after"]["gpu0"],
+        "gpu0_holder_signalled": next((s["signal"] for s in row["signalled"] if s["pid"] == row["pids"]["gpu0"]), None),
+        "gpu0_used_mib_after": row["per_gpu"][0]["used_mib_after"],
+        "gpu0_pids_after": row["per_gpu"][0]["pids_after"],
+    }
     return checks, outcome
 
 
@@ -265,8 +285,10 @@ def check_free_gpu01(row, n):
         "other_gpu_holders_alive": all(row["alive_after"]["gpu%d" % k] for k in range(2, n)),
         "unselected_gpus_untouched": all(untouched(row, k) for k in range(2, n)),
     }
-    outcome = {"free_at_s": {"gpu%d" % k: row["per_gpu"][k]["free_at_s"] for k in (0, 1)},
-               "exit_after_free_s": {"gpu%d" % k: exit_after_free(row, k) for k in (0, 1)}}
+    outcome = {
+        "free_at_s": {"gpu%d" % k: row["per_gpu"][k]["free_at_s"] for k in (0, 1)},
+        "exit_after_free_s": {"gpu%d" % k: exit_after_free(row, k) for k in (0, 1)},
+    }
     return checks, outcome
 
 
@@ -281,9 +303,11 @@ def check_free_gpu1(row, n):
         "other_gpus_untouched": all(untouched(row, k) for k in others),
         "monitor_alive": row["alive_after"]["monitor"],
     }
-    outcome = {"free_at_s": {"gpu1": row["per_gpu"][1]["free_at_s"]},
-               "exit_after_free_s": {"gpu1": exit_after_free(row, 1)},
-               "gpu0_used_mib": [row["per_gpu"][0]["used_mib_before"], row["per_gpu"][0]["used_mib_after"]]}
+    outcome = {
+        "free_at_s": {"gpu1": row["per_gpu"][1]["free_at_s"]},
+        "exit_after_free_s": {"gpu1": exit_after_free(row, 1)},
+        "gpu0_used_mib": [row["per_gpu"][0]["used_mib_before"], row["per_gpu"][0]["used_mib_after"]],
+    }
     return checks, outcome
 
 
@@ -296,11 +320,12 @@ def orchestrate(opts):
         raise SystemExit("needs at least 2 GPUs, NVML shows %d" % n)
     singles = [("gpu%d" % k, [k], opts.gib) for k in range(n)]
     span = [("span", [0, 1], opts.span_gib)]
-    plan = ([("span_gpu0", singles + span, [0], check_span_gpu0)]
-            + [("free_gpu01", singles + span, [0, 1], check_free_gpu01)] * opts.repeat
-            + [("free_gpu1", singles, [1], check_free_gpu1)])
-    report = {"machine": machine, "gpu_count": n, "python": sys.version.split()[0], "mock": opts.mock,
-              "gib": opts.gib, "span_gib": opts.span_gib, "rounds": []}
+    plan = (
+        [("span_gpu0", singles + span, [0], check_span_gpu0)]
+        + [("free_gpu01", singles + span, [0, 1], check_free_gpu01)] * opts.repeat
+        + [("free_gpu1", singles, [1], check_free_gpu1)]
+    )
+    report = {"machine": machine, "gpu_count": n, "python": sys.version.split()[0], "mock": opts.mock, "gib": opts.gib, "span_gib": opts.span_gib, "rounds": []}
     single.wait_free()
     for name, specs, gpus, check in plan:
         rnd = Round(workdir, specs, opts.mock)
@@ -314,9 +339,11 @@ def orchestrate(opts):
         row["placement_ok"] = all(p["expected"] == p["nvml"] for p in placement.values())
         row["checks"], row["outcome"] = check(row, n)
         row["ok"] = row["placement_ok"] and all(row["checks"].values())
-        print("%-10s gpus=%s wall %.3f s rc=%d ok=%s outcome=%s failed_checks=%s"
-              % (name, gpus, row["wall_s"], row["rc"], row["ok"], json.dumps(row["outcome"]),
-                 [k for k, v in row["checks"].items() if not v]), flush=True)
+        print(
+            "%-10s gpus=%s wall %.3f s rc=%d ok=%s outcome=%s failed_checks=%s"
+            % (name, gpus, row["wall_s"], row["rc"], row["ok"], json.dumps(row["outcome"]), [k for k, v in row["checks"].items() if not v]),
+            flush=True,
+        )
         report["rounds"].append(row)
     report["summary"] = summarise(report["rounds"])
     with open(opts.out, "w") as handle:
@@ -328,6 +355,7 @@ def orchestrate(opts):
 def summarise(rounds):
     def of(name):
         return [r for r in rounds if r["round"] == name]
+
     span0 = of("span_gpu0")[0]
     free01 = of("free_gpu01")
     free1 = of("free_gpu1")[0]
@@ -338,7 +366,8 @@ def summarise(rounds):
         "free_gpu01_free_at_s": [r["outcome"]["free_at_s"] for r in free01],
         "free_gpu01_exit_after_free_s": [r["outcome"]["exit_after_free_s"] for r in free01],
         "free_gpu01_elapsed": [r["elapsed"] for r in free01],
-        "free_gpu1_wall_s": free1["wall_s"], "free_gpu1_free_at_s": free1["outcome"]["free_at_s"]["gpu1"],
+        "free_gpu1_wall_s": free1["wall_s"],
+        "free_gpu1_free_at_s": free1["outcome"]["free_at_s"]["gpu1"],
         "free_gpu1_exit_after_free_s": free1["outcome"]["exit_after_free_s"]["gpu1"],
         "free_gpu1_gpu0_used_mib_before_after": free1["outcome"]["gpu0_used_mib"],
     }
@@ -366,8 +395,7 @@ def main():
     parser.add_argument("--repeat", type=int, default=3, help="rounds of gpus [0, 1]")
     parser.add_argument("--mock", action="store_true", help="mock NVML shim and mock holders (no GPU)")
     opts = parser.parse_args()
-    roles = {"holder": role_holder, "monitor": single.role_monitor, "watch": role_watch,
-             "probe": single.role_probe}
+    roles = {"holder": role_holder, "monitor": single.role_monitor, "watch": role_watch, "probe": single.role_probe}
     if opts.role:
         roles[opts.role](opts)
         return 0

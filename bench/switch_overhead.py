@@ -1,3 +1,5 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Where the wall time of one switch goes: benchmark, engine load/ready wait, GPU reclaim, and the
 rest (orchestration: SSH round trips, module start-up, controller-side tasks, the report).
@@ -7,6 +9,7 @@ task_timer.py recording each task's start and end, and prints a breakdown (and J
 
   .venv/bin/python bench/switch_overhead.py -i .build/inv-sw --host-cgroup sw-1 --runs 3 -- -e method=ngram -e num_speculative_tokens=5
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,8 +26,20 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
 # Tasks that run on the controller only (no SSH round trip).
-LOCAL = {"set_fact", "assert", "debug", "include_tasks", "import_tasks", "include_role", "import_role", "meta",
-         "fail", "validate_argument_spec", "set_stats", "include_vars"}
+LOCAL = {
+    "set_fact",
+    "assert",
+    "debug",
+    "include_tasks",
+    "import_tasks",
+    "include_role",
+    "import_role",
+    "meta",
+    "fail",
+    "validate_argument_spec",
+    "set_stats",
+    "include_vars",
+}
 # Steps whose time is the engine's or the benchmark's, not orchestration.
 BUCKETS = {"spec_bench": "benchmark", "engine_ready": "load_ready_wait", "gpu_reclaim": "reclaim_stop"}
 
@@ -36,8 +51,9 @@ def short(action):
 def run_once(args, passthrough):
     with tempfile.NamedTemporaryFile(suffix=".jsonl", delete=False) as tmp:
         trace = tmp.name
-    env = dict(os.environ, ANSIBLE_CALLBACK_PLUGINS=os.path.join(HERE, "callbacks"),
-               ANSIBLE_CALLBACKS_ENABLED="task_timer", TASK_TIMER_OUT=trace, ANSIBLE_NOCOLOR="1")
+    env = dict(
+        os.environ, ANSIBLE_CALLBACK_PLUGINS=os.path.join(HERE, "callbacks"), ANSIBLE_CALLBACKS_ENABLED="task_timer", TASK_TIMER_OUT=trace, ANSIBLE_NOCOLOR="1"
+    )
     if args.host_cgroup:
         env["TASK_TIMER_CPU_STAT"] = "/sys/fs/cgroup/unified/llmops-specdec/%s/cpu.stat" % args.host_cgroup
     cmd = [os.path.join(ROOT, ".venv", "bin", "ansible-playbook"), "-i", args.inventory, args.playbook] + passthrough
@@ -72,10 +88,10 @@ def analyse(events, wall):
         st = starts.get(r["uuid"], r)
         local = short(r["action"]) in LOCAL or r.get("delegated")
         cpu = (r["host_cpu_us"] - st["host_cpu_us"]) / 1e6 if r.get("host_cpu_us") is not None else None
-        tasks.append({"action": short(r["action"]), "name": r["name"], "start": r["started"], "end": r["t"],
-                      "status": r["status"], "local": local, "host_cpu_s": cpu})
-    out = {"wall_s": wall, "playbook_s": end - start, "startup_s": wall - (end - start),
-           "benchmark": 0.0, "load_ready_wait": 0.0, "reclaim_stop": 0.0}
+        tasks.append(
+            {"action": short(r["action"]), "name": r["name"], "start": r["started"], "end": r["t"], "status": r["status"], "local": local, "host_cpu_s": cpu}
+        )
+    out = {"wall_s": wall, "playbook_s": end - start, "startup_s": wall - (end - start), "benchmark": 0.0, "load_ready_wait": 0.0, "reclaim_stop": 0.0}
     bucket_cpu = 0.0
     for t in tasks:
         bucket = BUCKETS.get(t["action"])
@@ -95,8 +111,7 @@ def analyse(events, wall):
         out["host_cpu_orchestration_s"] = out["host_cpu_s"] - bucket_cpu
     else:
         out["host_cpu_s"] = out["host_cpu_orchestration_s"] = None
-    out["top"] = [(round(t["end"] - t["start"], 2), t["action"], t["name"][:70])
-                  for t in sorted(tasks, key=lambda t: t["start"] - t["end"])[:12]]
+    out["top"] = [(round(t["end"] - t["start"], 2), t["action"], t["name"][:70]) for t in sorted(tasks, key=lambda t: t["start"] - t["end"])[:12]]
     return out
 
 
@@ -118,14 +133,32 @@ def main():
         r = run_once(args, passthrough)
         r["loadavg_1m_before"] = load
         runs.append(r)
-        print("run %d (load %.1f): wall %.1f s = benchmark %.1f + load/ready wait %.1f + reclaim/stop %.1f"
-              " + orchestration %.1f (ansible start-up %.1f, %d remote tasks, other remote %.1f s at %.2f s each,"
-              " controller tasks %.1f s); CPU: controller %.1f s, host %s" % (
-                  n + 1, load, r["wall_s"], r["benchmark"], r["load_ready_wait"], r["reclaim_stop"],
-                  r["orchestration_s"], r["startup_s"], r["remote_tasks"], r["remote_other_s"],
-                  r["remote_other_mean_s"], r["controller_tasks_s"], r["controller_cpu_s"],
-                  "n/a" if r["host_cpu_s"] is None else "%.1f s (%.1f outside bench/ready/reclaim) -> orchestration"
-                  " CPU %.1f s" % (r["host_cpu_s"], r["host_cpu_orchestration_s"], r["orchestration_cpu_s"])))
+        print(
+            "run %d (load %.1f): wall %.1f s = benchmark %.1f + load/ready wait %.1f + reclaim/stop %.1f"
+            " + orchestration %.1f (ansible start-up %.1f, %d remote tasks, other remote %.1f s at %.2f s each,"
+            " controller tasks %.1f s); CPU: controller %.1f s, host %s"
+            % (
+                n + 1,
+                load,
+                r["wall_s"],
+                r["benchmark"],
+                r["load_ready_wait"],
+                r["reclaim_stop"],
+                r["orchestration_s"],
+                r["startup_s"],
+                r["remote_tasks"],
+                r["remote_other_s"],
+                r["remote_other_mean_s"],
+                r["controller_tasks_s"],
+                r["controller_cpu_s"],
+                (
+                    "n/a"
+                    if r["host_cpu_s"] is None
+                    else "%.1f s (%.1f outside bench/ready/reclaim) -> orchestration"
+                    " CPU %.1f s" % (r["host_cpu_s"], r["host_cpu_orchestration_s"], r["orchestration_cpu_s"])
+                ),
+            )
+        )
     print("slowest tasks of the last run:")
     for dur, action, name in runs[-1]["top"]:
         print("  %6.2f s  %-22s %s" % (dur, action, name))

@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """An OpenAI-compatible streaming server of known timing: the "truth" for bench_fidelity.py.
 
 Every request: the first token exactly --ttft-ms after the request has been read, then one token
@@ -14,6 +17,7 @@ microseconds, where asyncio's epoll rounds timeouts up to whole milliseconds. Th
 what it actually did; GET /truth returns it (and resets it with ?reset=1), so a client's figures
 are compared with measured server behaviour, not only with the configured values.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,8 +31,7 @@ import time
 
 SO_TIMESTAMPNS = getattr(socket, 'SO_TIMESTAMPNS', 35)
 
-WORDS = ('the quick brown fox jumps over a lazy dog while seven bright stars watch quietly '
-         'from far above the old stone bridge near the river').split()
+WORDS = ('the quick brown fox jumps over a lazy dog while seven bright stars watch quietly from far above the old stone bridge near the river').split()
 
 
 class Truth:
@@ -64,14 +67,20 @@ class Truth:
     def report(self):
         def mean(v):
             return sum(v) / len(v) / 1e6 if v else None
+
         with self.lock:
             late = sorted(self.late_ns)
-            return {'requests': self.requests, 'tokens': self.tokens, 'first_arrival_ns': self.first_arrival_ns,
-                    'last_token_ns': self.last_token_ns,
-                    'ttft_ms_mean': mean(self.ttft_ns), 'tpot_ms_mean': mean(self.tpot_ns),
-                    'late_ms_mean': mean(late),
-                    'late_ms_p99': late[int(0.99 * (len(late) - 1))] / 1e6 if late else None,
-                    'late_ms_max': late[-1] / 1e6 if late else None}
+            return {
+                'requests': self.requests,
+                'tokens': self.tokens,
+                'first_arrival_ns': self.first_arrival_ns,
+                'last_token_ns': self.last_token_ns,
+                'ttft_ms_mean': mean(self.ttft_ns),
+                'tpot_ms_mean': mean(self.tpot_ns),
+                'late_ms_mean': mean(late),
+                'late_ms_p99': late[int(0.99 * (len(late) - 1))] / 1e6 if late else None,
+                'late_ms_max': late[-1] / 1e6 if late else None,
+            }
 
 
 class Handler(socketserver.StreamRequestHandler):
@@ -143,8 +152,7 @@ class Handler(socketserver.StreamRequestHandler):
 
     def send_json(self, obj, status=200):
         data = json.dumps(obj).encode()
-        self.wfile.write(b'HTTP/1.1 %d OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n'
-                         % (status, len(data)) + data)
+        self.wfile.write(b'HTTP/1.1 %d OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n' % (status, len(data)) + data)
 
     def stream(self, req, arrived, chat):
         cfg = self.cfg
@@ -161,8 +169,7 @@ class Handler(socketserver.StreamRequestHandler):
         w = self.wfile.write
 
         def event(text, sent, finish=None):
-            choice = ({'index': 0, 'delta': {'content': text}, 'finish_reason': finish} if chat
-                      else {'index': 0, 'text': text, 'finish_reason': finish})
+            choice = {'index': 0, 'delta': {'content': text}, 'finish_reason': finish} if chat else {'index': 0, 'text': text, 'finish_reason': finish}
             ev = {'id': rid, 'object': obj, 'model': cfg.model, 'choices': [choice]}
             if usage_each:
                 ev['usage'] = {'prompt_tokens': 8, 'completion_tokens': sent, 'total_tokens': 8 + sent}
@@ -171,12 +178,21 @@ class Handler(socketserver.StreamRequestHandler):
         def chunk(payload):
             w(b'%x\r\n%s\r\n' % (len(payload), payload))
 
-        w(b'HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n'
-          b'Connection: close\r\n\r\n')
+        w(b'HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n' b'Connection: close\r\n\r\n')
         if chat:
-            chunk(b'data: ' + json.dumps({'id': rid, 'object': obj, 'model': cfg.model, 'choices': [
-                {'index': 0, 'delta': {'role': 'assistant', 'content': ''}, 'finish_reason': None}]},
-                separators=(',', ':')).encode() + b'\n\n')
+            chunk(
+                b'data: '
+                + json.dumps(
+                    {
+                        'id': rid,
+                        'object': obj,
+                        'model': cfg.model,
+                        'choices': [{'index': 0, 'delta': {'role': 'assistant', 'content': ''}, 'finish_reason': None}],
+                    },
+                    separators=(',', ':'),
+                ).encode()
+                + b'\n\n'
+            )
         late = []
         sent = 0
         first_ns = last_ns = None
@@ -206,9 +222,13 @@ class Handler(socketserver.StreamRequestHandler):
             last_ns = t
         tail = b''
         if usage_end:
-            tail += b'data: ' + json.dumps({'id': rid, 'object': obj, 'model': cfg.model, 'choices': [],
-                                            'usage': {'prompt_tokens': 8, 'completion_tokens': n,
-                                                      'total_tokens': 8 + n}}).encode() + b'\n\n'
+            tail += (
+                b'data: '
+                + json.dumps(
+                    {'id': rid, 'object': obj, 'model': cfg.model, 'choices': [], 'usage': {'prompt_tokens': 8, 'completion_tokens': n, 'total_tokens': 8 + n}}
+                ).encode()
+                + b'\n\n'
+            )
         tail += b'data: [DONE]\n\n'
         try:
             chunk(tail)
@@ -216,8 +236,7 @@ class Handler(socketserver.StreamRequestHandler):
         except OSError:
             return
         if first_ns is not None:
-            self.truth.add(first_ns - arrived,
-                           (last_ns - first_ns) / (n - 1) if n > 1 else None, late, n, last_ns)
+            self.truth.add(first_ns - arrived, (last_ns - first_ns) / (n - 1) if n > 1 else None, late, n, last_ns)
 
 
 class Server(socketserver.ThreadingTCPServer):
@@ -242,8 +261,7 @@ def main(argv=None):
     ap.add_argument('--tpot-ms', type=float, default=12.0)
     ap.add_argument('--tokens', type=int, default=256, help='when the request sets no max_tokens')
     ap.add_argument('--chunk', type=int, default=1, help='tokens per SSE event after the first')
-    ap.add_argument('--eos-after', type=int, default=0,
-                    help='stop after N tokens unless the request sets ignore_eos (0: never)')
+    ap.add_argument('--eos-after', type=int, default=0, help='stop after N tokens unless the request sets ignore_eos (0: never)')
     ap.add_argument('--model', default='timed-model')
     ap.add_argument('--lifetime', type=float, default=1800, help='exit after this many seconds')
     ap.add_argument('--port-file', help='write the bound port here once listening')
@@ -256,6 +274,7 @@ def main(argv=None):
         with open(cfg.port_file + '.tmp', 'w') as f:
             f.write(str(port))
         import os
+
         os.replace(cfg.port_file + '.tmp', cfg.port_file)
     print('timed_server listening on %s:%d' % (cfg.host, port), flush=True)
     timer = threading.Timer(cfg.lifetime, srv.shutdown)

@@ -260,8 +260,8 @@ class AnsibleTransport:
         """Send the request; return (start_ns, response, close).
 
         start_ns is stamped when http.client hands the body to the socket (after connect and the
-        headers), not before Request.open(): the opener is built per call and costs a few hundred
-        microseconds of Python that, under the GIL with many streams, can stretch to milliseconds.
+        headers), not before Request.open(): the opener is built per call, at a cost measured in
+        bench/README.md ("Transport: why the streams use http.client, not open_url").
         The response's socket is handed to ``guard`` (its deadline) once urllib returns the head.
         """
         stamped = StampedBody(body)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import traceback
 
+# Optional here, required by its callers: gpu_reclaim fails with missing_required_lib("nvidia-ml-py") without it.
 try:
     import pynvml
 except ImportError:

@@ -1,4 +1,5 @@
 # -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Prometheus text exposition parsing and counter deltas (speculative-decoding acceptance).
 
@@ -6,16 +7,20 @@ prometheus_client's own text parser is used when the target has it; otherwise a 
 that handles what the engines emit (comments, labels with escapes, exponent / NaN / Inf values,
 optional timestamps).
 """
+
 from __future__ import annotations
 
 import math
+import traceback
 
+# Optional: without it parse_text uses parse_text_small.
 try:
-    from prometheus_client.parser import text_string_to_metric_families as _pc_families
-    HAS_PROMETHEUS_CLIENT = True
+    from prometheus_client.parser import text_string_to_metric_families
 except ImportError:
-    _pc_families = None
-    HAS_PROMETHEUS_CLIENT = False
+    text_string_to_metric_families = None
+    PROMETHEUS_CLIENT_IMPORT_ERROR = traceback.format_exc()
+else:
+    PROMETHEUS_CLIENT_IMPORT_ERROR = None
 
 VLLM_PREFIX = 'vllm:spec_decode_'
 DRAFTS = 'vllm:spec_decode_num_drafts_total'
@@ -108,10 +113,9 @@ def parse_text_small(text):
 
 def parse_text(text):
     """Return [(name, labels, value)]; prometheus_client's parser when importable."""
-    if _pc_families is not None:
+    if text_string_to_metric_families is not None:
         try:
-            return [(s.name, dict(s.labels), float(s.value))
-                    for fam in _pc_families(text) for s in fam.samples]
+            return [(s.name, dict(s.labels), float(s.value)) for fam in text_string_to_metric_families(text) for s in fam.samples]
         except ValueError as exc:
             raise PromParseError(str(exc))
     return parse_text_small(text)
@@ -143,7 +147,7 @@ def delta(before, after):
     restarted = set()
     for (name, pos), new in after.items():
         if name.endswith('_created') and (name, pos) in before and before[(name, pos)] != new:
-            restarted.add((name[:-len('_created')] + '_total', pos))
+            restarted.add((name[: -len('_created')] + '_total', pos))
     for key, new in after.items():
         if key[0].endswith('_created'):
             continue
@@ -164,9 +168,7 @@ def vllm_acceptance(before, after):
     accepted = d.get((ACCEPTED, None), 0.0)
     if (DRAFTS, None) not in after:
         return None
-    positions = sorted(
-        ((int(pos), v) for (name, pos), v in d.items() if name == PER_POS and pos is not None),
-        key=lambda kv: kv[0])
+    positions = sorted(((int(pos), v) for (name, pos), v in d.items() if name == PER_POS and pos is not None), key=lambda kv: kv[0])
     return {
         'source': 'vllm_counters',
         'drafts': int(drafts),
@@ -176,8 +178,7 @@ def vllm_acceptance(before, after):
         'mean_acceptance_length': (1.0 + accepted / drafts) if drafts else None,
         'per_position': [pv[1] / drafts for pv in positions] if drafts else [],
         'counter_reset': bool(resets),
-        'caveat': ('counters went down during the run (server restarted): only the part since the '
-                   'restart is counted') if resets else None,
+        'caveat': ('counters went down during the run (server restarted): only the part since the restart is counted') if resets else None,
     }
 
 

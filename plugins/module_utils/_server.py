@@ -31,7 +31,7 @@ import re
 
 from ansible_collections.llmops.specdec.plugins.module_utils import _gate, _spec, _unit
 
-__all__ = ["unit_settings", "secret_env_text", "OWNED_FLAGS", "SECRET_NAME", "SGLANG_KEY_VAR"]
+__all__ = ["unit_settings", "secret_env_text", "ready_url", "OWNED_FLAGS", "SECRET_NAME", "SGLANG_KEY_VAR"]
 
 # Flags the collection sets itself; the same flag in extra_args would override or duplicate it.
 OWNED_FLAGS = {
@@ -133,6 +133,11 @@ def _gpus(values, tp):
         raise _gate.GateError("spec_server_tensor_parallel_size=%d needs at least that many GPUs in "
                               "spec_server_cuda_visible_devices=%s" % (tp, gpus))
     return gpus
+
+
+def ready_url(host, port, url=""):
+    """Where readiness is probed, on the host itself: ``url`` when set, else a wildcard bind through loopback."""
+    return url or "http://%s:%d" % (_probe_host(host), int(port))
 
 
 def _probe_host(host):
@@ -237,8 +242,8 @@ def unit_settings(settings):
     env_file = g.path("spec_server_env_file", s["env_file"]) if secrets else ""
 
     argv = _base_argv(s, engine, model, tp, secrets) + _spec.engine_args(spec, engine, tp, schedule_dir) + extra
-    ready_url = s.get("ready_url") or "http://%s:%d" % (_probe_host(s["host"]), s["port"])
-    g.text("spec_server_ready_url", ready_url, max_len=2048)
+    probe_url = ready_url(s["host"], s["port"], s.get("ready_url") or "")
+    g.text("spec_server_ready_url", probe_url, max_len=2048)
     return {
         "engine": engine,
         "unit": s["unit"],
@@ -267,7 +272,7 @@ def unit_settings(settings):
         "start_limit_burst": g.integer("spec_server_start_limit_burst", s.get("start_limit_burst"), 1, 10000),
         "start_limit_interval": g.integer("spec_server_start_limit_interval", s.get("start_limit_interval"), 0, 7 * 86400),
         "model_name": s["served_model_name"] or model,
-        "ready_url": ready_url,
+        "ready_url": probe_url,
         "gpus": gpus,
         "tensor_parallel_size": tp,
     }

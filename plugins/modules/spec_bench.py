@@ -150,7 +150,8 @@ options:
     default: false
   output:
     description:
-      - Path on the target to write the RV(bench) result to, as JSON (mode C(0644)). Not written in check mode.
+      - Path on the target to write the RV(bench) result to, as JSON (mode C(0644)), atomically (a reader never sees
+        half of it). Not written in check mode.
     type: path
   per_request:
     description:
@@ -168,7 +169,8 @@ attributes:
   idempotent:
     support: full
     details:
-      - Always reports RV(changed=false); the figures differ from run to run as measurements do.
+      - RV(changed) is true exactly when O(output) was written with other content than it had (the figures differ
+        from run to run as measurements do); without O(output) it is false.
 extends_documentation_fragment:
   - llmops.specdec._attributes
   - llmops.specdec.engine_api
@@ -179,10 +181,10 @@ notes:
     and counted as C(oversize), so a broken server cannot grow the module's memory. An unexpected error
     inside a request is counted as C(client_error) with a short detail, never a traceback."
   - Runs on the target with the Python standard library; a worker thread per concurrent stream. The streamed
-    POSTs use C(http.client) directly (about 0.1 ms of CPU per request before it is sent, against 0.5 to 1 ms
-    through C(ansible.module_utils.urls) and 25 ms through C(open_url), which loads the CA bundle per call;
-    the difference decides TTFT accuracy at 32 streams, see bench/README.md). TLS contexts come from
-    C(ansible.module_utils.urls.make_context); model discovery and metrics use C(ansible.module_utils.urls).
+    POSTs use C(http.client) directly, the transport with the least CPU per request before it is sent, which
+    keeps TTFT exact at high concurrency (bench/README.md, "Transport", has the figures against
+    C(ansible.module_utils.urls) and C(open_url)). TLS contexts come from C(ansible.module_utils.urls.make_context);
+    model discovery and metrics use C(ansible.module_utils.urls).
   - Run it on the host that runs the engine, or close to it, because network latency is part of what it measures.
 seealso:
   - name: bench/README.md
@@ -545,20 +547,18 @@ msg:
   type: str
   sample: "1 level(s) (concurrency 1): 16 request(s) ok, 0 failed, in 52.1 s"
 changed:
-  description: Always false; the module only reads from the server.
+  description: Whether O(output) was written (the module only reads from the server).
   returned: always
   type: bool
   sample: false
 """
 
 import json
-import os
-import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _bench, _http, _lease, _suites
+from ansible_collections.llmops.specdec.plugins.module_utils import _bench, _files, _http, _lease, _suites
 
 
 def _prompts(module):
@@ -575,21 +575,6 @@ def _prompts(module):
             module.fail_json(msg='prompts_file %s holds no prompt' % p['prompts_file'])
         return prompts
     return _suites.suite_prompts(p['suite'])
-
-
-def _write_json(path, data):
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix='.spec_bench.', dir=directory)
-    try:
-        with os.fdopen(fd, 'w') as f:
-            json.dump(data, f, indent=2, sort_keys=True)
-            f.write('\n')
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def main():
@@ -644,11 +629,12 @@ def main():
                              "to its previous configuration: %s" % (p['url'], heartbeat.lost),
                          lease_lost=heartbeat.lost, bench=bench, changed=False)
 
+    changed = False
     if p['output'] and not module.check_mode:
         try:
-            _write_json(p['output'], bench)
+            changed = _files.write_if_changed(p['output'], json.dumps(bench, indent=2, sort_keys=True) + '\n')
         except OSError as exc:
-            module.fail_json(msg='cannot write output %s: %s' % (p['output'], to_native(exc)), bench=bench)
+            module.fail_json(msg='cannot write output %s: %s' % (p['output'], to_native(exc)), bench=bench, changed=False)
 
     if bench['ok'] == 0:
         kinds = {}
@@ -658,11 +644,11 @@ def main():
         first = next((lv['first_error'] for lv in bench['levels'] if lv['first_error']), None)
         module.fail_json(msg='spec_bench against %s: no request succeeded (%s); first error: %s' % (
             p['url'], ', '.join('%d %s' % (n, k) for k, n in sorted(kinds.items())), first),
-            bench=bench, changed=False)
+            bench=bench, changed=changed)
     msg = _bench.describe(bench, p['run_timeout'])
     if bench['run_timeout_reached']:
         module.warn(msg)
-    module.exit_json(changed=False, bench=bench, msg=msg)
+    module.exit_json(changed=changed, bench=bench, msg=msg)
 
 
 if __name__ == '__main__':

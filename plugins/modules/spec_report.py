@@ -1,4 +1,6 @@
 #!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ description:
     C(report.md) (a table and the reason for each verdict) and C(chart.png) (baseline against candidate
     output tok/s and TPOT per host and prompt suite).
   - Meant to run on the controller, in a play on C(localhost).
+  - Every file is written atomically (a reader never sees half of one), with mode C(0644).
 options:
   records:
     description: The C(spec_switch_record) of each host.
@@ -36,7 +39,10 @@ attributes:
     support: none
   idempotent:
     support: partial
-    details: C(history.jsonl) grows by one line per record on every run; the other files change only when their content does.
+    details:
+      - C(history.jsonl) grows by one line per record on every run; the other files are rewritten only when their
+        content changes (C(report.md) carries the time it was generated).
+      - C(changed) is true exactly when a file changed.
 requirements:
   - matplotlib (for the chart only)
 author:
@@ -72,16 +78,31 @@ png:
 """
 
 import datetime
-import importlib.util
 import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.common.text.converters import to_native
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _report
+from ansible_collections.llmops.specdec.plugins.module_utils import _files, _report
 
-# Probed, not imported: only the chart needs matplotlib, and _report imports it when drawing.
-HAS_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
+
+def _write(module, records, markdown, dest, paths):
+    """Write every file of the report; return (changed, png path or None)."""
+    os.makedirs(dest, exist_ok=True)
+    changed = _files.write_if_changed(paths["json"], json.dumps(records, indent=2, sort_keys=True) + "\n")
+    changed |= _files.write_if_changed(paths["markdown"], markdown)
+    changed |= _files.append_lines(paths["history"], [json.dumps(rec, sort_keys=True) for rec in records])
+    png = None
+    if module.params["chart"]:
+        if _report.Figure is None:
+            module.warn(missing_required_lib("matplotlib") + " The chart was skipped.")
+        else:
+            data = _report.chart_png(records)
+            if data is not None:
+                changed |= _files.write_if_changed(paths["png"], data)
+                png = paths["png"]
+    return changed, png
 
 
 def main():
@@ -94,28 +115,20 @@ def main():
         supports_check_mode=True,
     )
     records, dest = module.params["records"], module.params["dest"]
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     try:
         lines = [_report.verdict_line(r) for r in records]
+        markdown = _report.markdown(records, now)
     except KeyError as exc:
         module.fail_json(msg="record without %s; pass spec_switch_record of each host" % exc)
-    paths = {k: os.path.join(dest, f) for k, f in
-             (("markdown", "report.md"), ("json", "results.json"), ("png", "chart.png"), ("history", "history.jsonl"))}
+    paths = {k: os.path.join(dest, f) for k, f in (("markdown", "report.md"), ("json", "results.json"), ("png", "chart.png"), ("history", "history.jsonl"))}
     result = {"changed": False, "lines": lines, "markdown": paths["markdown"], "json": paths["json"], "png": None}
     if module.check_mode:
         module.exit_json(**result)
-
-    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    os.makedirs(dest, exist_ok=True)
-    changed = _report.write_if_changed(paths["json"], json.dumps(records, indent=2, sort_keys=True) + "\n")
-    changed |= _report.write_if_changed(paths["markdown"], _report.markdown(records, now))
-    _report.history_append(paths["history"], records)
-    if module.params["chart"]:
-        if not HAS_MATPLOTLIB:
-            module.warn(missing_required_lib("matplotlib") + " The chart was skipped.")
-        elif _report.chart(records, paths["png"]):
-            result["png"] = paths["png"]
-            changed = True
-    result["changed"] = True if records else changed
+    try:
+        result["changed"], result["png"] = _write(module, records, markdown, dest, paths)
+    except OSError as exc:
+        module.fail_json(msg="cannot write the report into %s: %s" % (dest, to_native(exc)), **result)
     module.exit_json(**result)
 
 

@@ -1,4 +1,8 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """_prom: Prometheus text parsing (prometheus_client and the fallback agree) and counter deltas."""
+
 from __future__ import annotations
 
 import math
@@ -36,9 +40,10 @@ process_start_time_seconds 1.7e9
 
 
 def parsers():
-    return [_prom.parse_text_small,
-            lambda text: [(s.name, dict(s.labels), float(s.value))
-                          for fam in pc_parser.text_string_to_metric_families(text) for s in fam.samples]]
+    return [
+        _prom.parse_text_small,
+        lambda text: [(s.name, dict(s.labels), float(s.value)) for fam in pc_parser.text_string_to_metric_families(text) for s in fam.samples],
+    ]
 
 
 def test_fallback_parser_agrees_with_prometheus_client():
@@ -56,7 +61,7 @@ def test_label_escapes_are_decoded():
 
 
 def test_parse_text_uses_prometheus_client_when_present():
-    assert _prom.HAS_PROMETHEUS_CLIENT
+    assert _prom.text_string_to_metric_families is not None and _prom.PROMETHEUS_CLIENT_IMPORT_ERROR is None
     assert sorted(_prom.parse_text(TEXT), key=repr)[0][0].startswith('process_start')
 
 
@@ -76,10 +81,20 @@ def test_counters_sum_engines_and_keep_positions():
 
 
 def test_acceptance_from_counter_deltas_hand_computed():
-    before = {(_prom.DRAFTS, None): 200.0, (_prom.DRAFT_TOKENS, None): 800.0, (_prom.ACCEPTED, None): 500.0,
-              (_prom.PER_POS, '0'): 180.0, (_prom.PER_POS, '1'): 150.0}
-    after = {(_prom.DRAFTS, None): 600.0, (_prom.DRAFT_TOKENS, None): 2400.0, (_prom.ACCEPTED, None): 1500.0,
-             (_prom.PER_POS, '0'): 500.0, (_prom.PER_POS, '1'): 350.0}
+    before = {
+        (_prom.DRAFTS, None): 200.0,
+        (_prom.DRAFT_TOKENS, None): 800.0,
+        (_prom.ACCEPTED, None): 500.0,
+        (_prom.PER_POS, '0'): 180.0,
+        (_prom.PER_POS, '1'): 150.0,
+    }
+    after = {
+        (_prom.DRAFTS, None): 600.0,
+        (_prom.DRAFT_TOKENS, None): 2400.0,
+        (_prom.ACCEPTED, None): 1500.0,
+        (_prom.PER_POS, '0'): 500.0,
+        (_prom.PER_POS, '1'): 350.0,
+    }
     acc = _prom.vllm_acceptance(before, after)
     # 400 drafts, 1600 draft tokens, 1000 accepted in the window
     assert (acc['drafts'], acc['draft_tokens'], acc['accepted_tokens']) == (400, 1600, 1000)
@@ -119,7 +134,7 @@ def test_sglang_gauge_is_read_when_exported():
 
 
 def test_changed_created_timestamp_marks_a_restart_even_when_counts_grew():
-    name = _prom.DRAFTS[:-len('_total')]
+    name = _prom.DRAFTS[: -len('_total')]
     before = {(_prom.DRAFTS, None): 10.0, (name + '_created', None): 1000.0}
     after = {(_prom.DRAFTS, None): 40.0, (name + '_created', None): 2000.0}
     d, resets = _prom.delta(before, after)

@@ -1,14 +1,24 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""_report: verdict lines, the Markdown report, the chart."""
+
 from __future__ import annotations
 
-import json
 import re
 import struct
 
 from ansible_collections.llmops.specdec.plugins.module_utils import _report
 
 REC = {
-    "host": "gpu1", "engine": "vllm", "model": "m", "suite": "reasoning", "label": "ngram k=5",
-    "outcome": "rolled_back", "decision": "rollback", "speedup": 0.5,
+    "host": "gpu1",
+    "engine": "vllm",
+    "model": "m",
+    "suite": "reasoning",
+    "label": "ngram k=5",
+    "outcome": "rolled_back",
+    "decision": "rollback",
+    "speedup": 0.5,
     "reason": "c=1 output 41.0 vs 82.0 tok/s = x0.50, needs >= x1.05",
     "thresholds": {"min_speedup": 1.05},
     "baseline": {"levels": {"1": {"output_tok_s": 82.0, "tpot_ms": 12.2, "ttft_ms": 50.0, "error_rate": 0}}},
@@ -17,8 +27,7 @@ REC = {
 
 
 def test_verdict_line_names_outcome_figures_and_reason():
-    assert _report.verdict_line(REC) == (
-        "gpu1: ROLLED BACK ngram k=5 on reasoning (x0.50) - c=1 output 41.0 vs 82.0 tok/s = x0.50, needs >= x1.05")
+    assert _report.verdict_line(REC) == ("gpu1: ROLLED BACK ngram k=5 on reasoning (x0.50) - c=1 output 41.0 vs 82.0 tok/s = x0.50, needs >= x1.05")
 
 
 def test_markdown_table_row_and_reason():
@@ -34,30 +43,28 @@ def test_failed_candidate_without_figures_still_reports():
     assert "| 82.0 | - | - |" in _report.markdown([rec], "t")
 
 
-def test_chart_is_a_real_png(tmp_path):
-    path = str(tmp_path / "chart.png")
-    assert _report.chart([REC], path) is True
-    with open(path, "rb") as f:
-        head = f.read(24)
-    assert head[:8] == b"\x89PNG\r\n\x1a\n"
-    width, height = struct.unpack(">II", head[16:24])
+def test_chart_is_a_real_png_and_the_same_for_the_same_records():
+    png = _report.chart_png([REC])
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", png[16:24])
     assert width > 300 and height > 200
-
-
-def test_write_if_changed_and_history(tmp_path):
-    p = str(tmp_path / "r.json")
-    assert _report.write_if_changed(p, "a") is True
-    assert _report.write_if_changed(p, "a") is False
-    h = str(tmp_path / "h.jsonl")
-    _report.history_append(h, [REC, REC])
-    lines = open(h).read().splitlines()
-    assert len(lines) == 2 and json.loads(lines[0])["host"] == "gpu1"
+    assert _report.chart_png([REC]) == png
+    assert _report.chart_png([dict(REC, result=None)]) is None
 
 
 def test_markdown_keeps_hostile_text_inside_its_cell():
-    rec = {"host": "h1", "engine": "vllm", "model": "m|x", "suite": "reasoning", "label": "ngram k=5",
-           "outcome": "failed", "reason": "candidate failed: line one\nline two | <b>x</b>\u2028# heading",
-           "speedup": None, "baseline": None, "result": None}
+    rec = {
+        "host": "h1",
+        "engine": "vllm",
+        "model": "m|x",
+        "suite": "reasoning",
+        "label": "ngram k=5",
+        "outcome": "failed",
+        "reason": "candidate failed: line one\nline two | <b>x</b>\u2028# heading",
+        "speedup": None,
+        "baseline": None,
+        "result": None,
+    }
     text = _report.markdown([rec], "now")
     row = [line for line in text.splitlines() if line.startswith("| h1 ")][0]
     assert "m\\|x" in row

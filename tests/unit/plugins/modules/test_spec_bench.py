@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """spec_bench main(): options, result shape against RETURN, output file, check mode, failures.
 
 The module talks real HTTP to a scripted SSE server on 127.0.0.1.
@@ -9,7 +12,7 @@ import json
 import pytest
 import yaml
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _suites
+from ansible_collections.llmops.specdec.plugins.module_utils import _bench, _suites
 from ansible_collections.llmops.specdec.plugins.modules import spec_bench
 from ansible_collections.llmops.specdec.tests.unit.plugins.modules.module_harness import ExitJson, FailJson, run_module
 from ansible_collections.llmops.specdec.tests.unit.plugins.module_utils.sse_server import (
@@ -51,7 +54,7 @@ def test_every_returned_key_is_documented_and_nothing_more(tmp_path):
                    'requests': 3, 'warmup': 1, 'output': str(out), 'per_request': True})
     ret = yaml.safe_load(spec_bench.RETURN)
     assert set(res) - {'invocation', '_no_log_values'} <= set(ret)
-    assert res['changed'] is False
+    assert res['changed'] is True  # output written
     bench = res['bench']
     # SGLang acceptance has its own keys; vLLM's are checked in the next test
     acc_doc = documented(ret['bench']['contains'])
@@ -94,7 +97,29 @@ def test_check_mode_runs_but_does_not_write_output(tmp_path):
                    'warmup': 0, 'metrics': 'none', 'output': str(out), '_ansible_check_mode': True})
         posted = len(srv.posts)
     assert res['bench']['ok'] == 2 and posted == 2
-    assert not out.exists()
+    assert not out.exists() and res['changed'] is False
+
+
+def test_output_changed_only_when_its_content_changes(tmp_path, monkeypatch):
+    out = tmp_path / 'bench.json'
+    args = {'url': 'http://127.0.0.1:9', 'model': 'm', 'prompts': ['a'], 'max_tokens': 3, 'requests': 1,
+            'warmup': 0, 'metrics': 'none', 'output': str(out)}
+    bench = {'ok': 1, 'levels': [], 'run_timeout_reached': False}
+    monkeypatch.setattr(_bench, 'run_benchmark', lambda cfg: dict(bench))
+    monkeypatch.setattr(_bench, 'describe', lambda b, t=None: 'one level')
+    assert run(args)['changed'] is True
+    assert run(args)['changed'] is False
+    assert json.loads(out.read_text()) == bench
+    bench['ok'] = 2
+    assert run(args)['changed'] is True
+
+
+def test_output_that_cannot_be_written_fails_with_the_figures(tmp_path):
+    with SSEServer([simple_plan(3)]) as srv:
+        res = run({'url': srv.url, 'model': 'm', 'prompts': ['a'], 'max_tokens': 3, 'requests': 1,
+                   'warmup': 0, 'metrics': 'none', 'output': str(tmp_path / 'no' / 'bench.json')}, expect=FailJson)
+    assert res['msg'].startswith('cannot write output %s: ' % (tmp_path / 'no' / 'bench.json'))
+    assert res['bench']['ok'] == 1 and res['changed'] is False
 
 
 def test_prompts_file_jsonl_and_chat_api(tmp_path):

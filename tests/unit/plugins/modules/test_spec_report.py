@@ -1,16 +1,28 @@
-"""spec_report main(): files written, history appended per run, check mode, bad records."""
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""spec_report main(): files written, history appended per run, changed, check mode, bad records."""
+
 from __future__ import annotations
 
 import json
 
 import pytest
+from ansible.module_utils import basic
 
+from ansible_collections.llmops.specdec.plugins.module_utils import _report
 from ansible_collections.llmops.specdec.plugins.modules import spec_report
 from ansible_collections.llmops.specdec.tests.unit.plugins.modules.module_harness import ExitJson, FailJson, run_module
 
 REC = {
-    "host": "gpu1", "engine": "vllm", "model": "m", "suite": "reasoning", "label": "ngram k=5",
-    "outcome": "rolled_back", "decision": "rollback", "speedup": 0.5,
+    "host": "gpu1",
+    "engine": "vllm",
+    "model": "m",
+    "suite": "reasoning",
+    "label": "ngram k=5",
+    "outcome": "rolled_back",
+    "decision": "rollback",
+    "speedup": 0.5,
     "reason": "c=1 output 41.0 vs 82.0 tok/s = x0.50, needs >= x1.05",
     "thresholds": {"min_speedup": 1.05},
     "baseline": {"levels": {"1": {"output_tok_s": 82.0, "tpot_ms": 12.2, "ttft_ms": 50.0, "error_rate": 0}}},
@@ -55,6 +67,35 @@ def test_chart_png_when_matplotlib_is_there(tmp_path):
     res = run({"records": [REC], "dest": str(tmp_path)})
     assert res["png"] == str(tmp_path / "chart.png")
     assert (tmp_path / "chart.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # The same records draw the same chart: the file is left alone.
+    before = (tmp_path / "chart.png").stat().st_mtime_ns
+    assert run({"records": [REC], "dest": str(tmp_path)})["png"] == str(tmp_path / "chart.png")
+    assert (tmp_path / "chart.png").stat().st_mtime_ns == before
+
+
+def test_chart_skipped_with_a_warning_without_matplotlib(tmp_path, monkeypatch):
+    warned = []
+    monkeypatch.setattr(_report, "Figure", None)
+    monkeypatch.setattr(basic.AnsibleModule, "warn", lambda self, msg: warned.append(msg))
+    res = run({"records": [REC], "dest": str(tmp_path)})
+    assert res["png"] is None and not (tmp_path / "chart.png").exists()
+    assert len(warned) == 1 and "matplotlib" in warned[0] and warned[0].endswith("The chart was skipped.")
+
+
+def test_changed_only_when_a_file_changed(tmp_path):
+    # No record: results.json and report.md are written once; history.jsonl is not even created.
+    assert run({"records": [], "dest": str(tmp_path), "chart": False})["changed"] is True
+    assert not (tmp_path / "history.jsonl").exists()
+    md = (tmp_path / "report.md").read_text()
+    (tmp_path / "report.md").write_text(md)
+    res = run({"records": [], "dest": str(tmp_path), "chart": False})
+    assert res["changed"] is ((tmp_path / "report.md").read_text() != md)
+
+
+def test_a_file_that_cannot_be_written_fails_naming_the_directory(tmp_path):
+    (tmp_path / "report.md").mkdir()
+    res = run({"records": [REC], "dest": str(tmp_path), "chart": False}, expect=FailJson)
+    assert res["msg"].startswith("cannot write the report into %s: " % tmp_path)
 
 
 def test_record_without_a_required_key_fails_naming_it(tmp_path):

@@ -1,0 +1,101 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Files the modules write: atomically, and only when they change, so ``changed`` says what happened.
+
+- ``write_atomic(path, data, mode=0o644)``: a reader sees the old file or the new one, never half of one:
+  a temporary file in the same directory, created with ``mode``, written and flushed to disk, renamed
+  over the path, then the directory flushed too (the rename survives a crash).
+- ``write_if_changed(path, data, mode=0o644) -> bool``: the same, but an identical file is left alone
+  (not even its mtime moves; only its mode is set when that differs). Returns whether the file changed.
+- ``append_lines(path, lines, mode=0o644) -> bool``: adds lines to a log such as ``history.jsonl``.
+
+Standard library only: modules ship this to the target.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import tempfile
+
+__all__ = ["write_atomic", "write_if_changed", "append_lines"]
+
+
+def _as_bytes(data):
+    return data.encode("utf-8") if isinstance(data, str) else bytes(data)
+
+
+def _current(path):
+    """(content, mode) of the regular file at path, or (None, None) when there is none."""
+    try:
+        with open(path, "rb") as f:
+            st = os.fstat(f.fileno())
+            if not stat.S_ISREG(st.st_mode):
+                return None, None
+            return f.read(), stat.S_IMODE(st.st_mode)
+    except FileNotFoundError:
+        return None, None
+
+
+def _fsync_dir(directory):
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def write_atomic(path, data, mode=0o644):
+    """Write ``data`` (text as UTF-8, or bytes) to ``path`` atomically with ``mode``.
+
+    Raises OSError; the temporary file is removed and ``path`` is as it was.
+    """
+    data = _as_bytes(data)
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), mode)
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(directory)
+
+
+def write_if_changed(path, data, mode=0o644):
+    """Write ``data`` to ``path`` atomically unless the file already holds it; return whether the file changed.
+
+    Only the mode is set when the content is the same but the mode is not. Raises OSError.
+    """
+    data = _as_bytes(data)
+    content, current_mode = _current(path)
+    if content == data:
+        if current_mode == mode:
+            return False
+        os.chmod(path, mode)
+        return True
+    write_atomic(path, data, mode)
+    return True
+
+
+def append_lines(path, lines, mode=0o644):
+    """Append each of ``lines`` (text, one per line) to ``path``, created with ``mode``; return whether it changed."""
+    lines = list(lines)
+    if not lines:
+        return False
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, mode)
+    with os.fdopen(fd, "ab") as f:
+        f.write(b"".join(_as_bytes(line.rstrip("\n") + "\n") for line in lines))
+    return True
