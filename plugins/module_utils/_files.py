@@ -9,6 +9,7 @@
 - ``write_if_changed(path, data, mode=0o644) -> bool``: the same, but an identical file is left alone
   (not even its mtime moves; only its mode is set when that differs). Returns whether the file changed.
 - ``append_lines(path, lines, mode=0o644) -> bool``: adds lines to a log such as ``history.jsonl``.
+- ``sha256_file(path) -> str``: the hex SHA-256 of a file, read in blocks.
 
 Standard library only: modules ship this to the target.
 """
@@ -16,11 +17,12 @@ Standard library only: modules ship this to the target.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import stat
 import tempfile
 
-__all__ = ["write_atomic", "write_if_changed", "append_lines"]
+__all__ = ["write_atomic", "write_if_changed", "append_lines", "sha256_file"]
 
 
 def _as_bytes(data):
@@ -99,3 +101,12 @@ def append_lines(path, lines, mode=0o644):
     with os.fdopen(fd, "ab") as f:
         f.write(b"".join(_as_bytes(line.rstrip("\n") + "\n") for line in lines))
     return True
+
+
+def sha256_file(path):
+    """The hex SHA-256 of the file at ``path`` (read in 1 MiB blocks)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

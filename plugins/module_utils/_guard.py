@@ -48,7 +48,7 @@ import time
 import urllib.error
 import urllib.request
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _lock, _reclaim, _systemd
+from ansible_collections.llmops.specdec.plugins.module_utils import _files, _lock, _reclaim, _systemd
 
 PACKAGE = "ansible_collections.llmops.specdec.plugins.module_utils"
 # The files the watcher imports, found from this one by following its imports (payload()); they are
@@ -125,12 +125,7 @@ def _check_path(what, path):
                          "unquoted into a systemd unit)" % (what, path))
 
 
-def sha256_file(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+sha256_file = _files.sha256_file
 
 
 def read_state(statefile):

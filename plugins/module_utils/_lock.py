@@ -24,8 +24,9 @@ import json
 import os
 import shutil
 import socket
-import tempfile
 import time
+
+from ansible_collections.llmops.specdec.plugins.module_utils import _files
 
 OWNER_FILE = "owner"
 # A lock directory without an owner document is being written (microseconds) or was left by a run
@@ -54,39 +55,13 @@ def iso(epoch):
 
 
 def write_bytes_atomic(path, data, mode=0o644):
-    """Write ``data`` (bytes) to ``path`` through a temp file in the same directory: fsync, rename."""
-    directory = os.path.dirname(path) or "."
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(path) + ".")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            os.fchmod(handle.fileno(), mode)
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    _fsync_dir(directory)
+    """Write ``data`` (bytes) to ``path`` atomically (``_files.write_atomic``: temp file, fsync, rename)."""
+    _files.write_atomic(path, data, mode)
 
 
 def write_json_atomic(path, doc, mode=0o600):
     """Write ``doc`` as JSON to ``path`` atomically (see write_bytes_atomic)."""
     write_bytes_atomic(path, (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode(), mode)
-
-
-def _fsync_dir(directory):
-    try:
-        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 @contextlib.contextmanager

@@ -13,12 +13,13 @@ directory (0600, atomically), checks that the copy has the same SHA-256 as the f
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
 import tempfile
 import time
+
+from ansible_collections.llmops.specdec.plugins.module_utils import _files
 
 __all__ = ["inspect", "snapshot", "archive", "newest_archived", "sha256_file", "exec_start_drop_ins", "UnitFileError"]
 
@@ -30,12 +31,7 @@ class UnitFileError(Exception):
     """The unit is not where the role manages it, or its snapshot cannot be trusted."""
 
 
-def sha256_file(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 16), b""):
-            digest.update(block)
-    return digest.hexdigest()
+sha256_file = _files.sha256_file
 
 
 def exec_start_drop_ins(paths, read=None):
@@ -150,16 +146,8 @@ def archive(src, directory, unit, keep=5, now=None):
 
 def _copy(src, dest):
     """Copy ``src`` to ``dest`` atomically, 0600 (a reader never sees half a unit file)."""
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(dest), prefix=".copy-")
-    try:
-        with os.fdopen(fd, "wb") as out, open(src, "rb") as f:
-            out.write(f.read())
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, dest)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with open(src, "rb") as f:
+        _files.write_atomic(dest, f.read(), 0o600)
 
 
 def newest_archived(directory):
