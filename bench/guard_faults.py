@@ -51,9 +51,8 @@ def main():
     print("%-8s %-14s %-7s %12s %s" % ("engine", "stage", "fault", "down (s)", "guard record"))
     for row in found:
         rec = row.get("guard_record") or {}
-        print("%-8s %-14s %-7s %12s %s" % (row.get("engine"), row["stage"], row["fault"],
-                                            "-" if row.get("down_s") is None else "%.1f" % row["down_s"],
-                                            rec.get("why", "-")))
+        down = "-" if row.get("down_s") is None else "%.1f" % row["down_s"]
+        print("%-8s %-14s %-7s %12s %s" % (row.get("engine"), row["stage"], row["fault"], down, rec.get("why", "-")))
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w", encoding="utf-8") as handle:
         json.dump(found, handle, indent=1)

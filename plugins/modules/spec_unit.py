@@ -173,8 +173,8 @@ def main():
         got = _unitfile.sha256_file(want["path"]) if os.path.isfile(want["path"]) else None
         if newest and got != newest["sha256"]:
             module.fail_json(msg="%s has SHA-256 %s, but the newest kept configuration in %s is %s (%s): refusing to "
-                                 "install it; nothing was changed" % (want["path"], got, want["dir"], newest["sha256"],
-                                                                       newest["file"]), **info)
+                                 "install it; nothing was changed"
+                                 % (want["path"], got, want["dir"], newest["sha256"], newest["file"]), **info)
     if p["archive"]:
         if p["archive"]["keep"] < 1:
             module.fail_json(msg="archive.keep must be at least 1", **info)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
-import tempfile
 import types
 
 import pytest
@@ -51,7 +50,7 @@ def _ansible_on_path():
         link = os.path.join(link_dir, "ansible")
         if os.path.realpath(link) != os.path.realpath(lib):
             os.makedirs(link_dir, exist_ok=True)
-            tmp = tempfile.mktemp(dir=link_dir)  # replaced atomically: two runs may start at once
+            tmp = os.path.join(link_dir, ".ansible.%d.%s" % (os.getpid(), os.urandom(4).hex()))  # replaced atomically
             os.symlink(lib, tmp)
             os.replace(tmp, link)
         sys.path.append(link_dir)

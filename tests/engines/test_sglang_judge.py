@@ -312,7 +312,7 @@ def test_schedule_runs_as_asked(spec, tmp_path):
     params = adaptive_spec_params.AdaptiveSpeculativeParams(initial_steps=k, cfg_path=f["path"])
     assert [params.get_steps_for_batch(b) for b in range(1, 513)] == [k_at(want["schedule"], b) for b in range(1, 513)]
     # Steps stay put: a single candidate per band never moves, whatever the acceptance.
-    for _ in range(50):
+    for _round in range(50):
         params.on_verify_complete([k] * 4, batch_size=1)
         params.on_verify_complete([0] * 4, batch_size=1)
     assert params.get_steps_for_batch(1) == k_at(want["schedule"], 1)
@@ -322,7 +322,7 @@ def test_schedule_runs_as_asked(spec, tmp_path):
     for line in _spec.spec_warnings(spec, "sglang"):
         if "pads a batch" in line:
             span = line.split(", so ")[1].split(" of band")[0].split(" ")[1]
-            lo, _, hi = span.partition("-")
+            lo, _dash, hi = span.partition("-")
             warned |= set(range(int(lo), int(hi or lo) + 1))
     assert moved == warned
 

@@ -132,6 +132,7 @@ boot_guest() {
   }
   wait_for ssh_answers
   T_SSH=$(elapsed "$t1")
+  # shellcheck disable=SC2317 # called through wait_for
   system_state() {
     STATE=$(ssh_guest systemctl is-system-running --wait) || true
     [[ $STATE == running || $STATE == degraded ]]

@@ -293,7 +293,7 @@ def _handle_uno(args, warn):
             raise ArgsError("ValueError: UNO tree mode currently supports Q*K <= 2048; got Q*K=%d*%d=%d."
                             % (q, topk, q * topk))
         capacity, level = 1, 1
-        for _ in range(steps):
+        for _step in range(steps):
             level *= topk
             capacity += level
             if capacity >= q:

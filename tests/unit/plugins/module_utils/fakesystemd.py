@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+# Copied with a shebang naming the test's Python in place of this line (guard_host.py, bench/guard_reclaim_h200.py).
 """A fake systemd for tests and benches without one: run as ``systemctl`` or ``systemd-run`` (symlinks).
 
 State in files under ``$FAKE_SYSTEMD_DIR`` (see guard_host.py); unit files read from ``$FAKE_UNIT_DIR`` at

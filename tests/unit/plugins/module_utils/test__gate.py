@@ -168,8 +168,8 @@ def test_accepted_values_render_only_the_template_directives():
                            served_model_name="llama %n $USER", device_allow=["char-infiniband_verbs rw", "/dev/nvme0n1 r"])
     got = directives(text)
     assert got.count(("[Service]", "DeviceAllow")) == 3
-    assert [d for d in got if d != ("[Service]", "DeviceAllow")] == [d for d in BASE_DIRECTIVES
-                                                                      if d != ("[Service]", "DeviceAllow")]
+    lists = ("[Service]", "DeviceAllow")
+    assert [d for d in got if d != lists] == [d for d in BASE_DIRECTIVES if d != lists]
     assert parse_exec(values(text, "ExecStart")[0]) == checked["argv"]
     assert '"model":"/m/x\\",\\"method\\":\\"ngram %h $HOME"' in checked["argv"][-1]
 

@@ -9,7 +9,7 @@ import pytest
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.llmops.specdec.plugins.modules import spec_unit
-from ansible_collections.llmops.specdec.tests.unit.plugins.modules.module_harness import ExitJson, FailJson, run_module
+from ansible_collections.llmops.specdec.tests.unit.plugins.modules.module_harness import FailJson, run_module
 
 pytestmark = pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="needs systemd-analyze")
 UNIT = "[Unit]\nDescription=x\n\n[Service]\nExecStart=/usr/bin/true\n"
