@@ -54,6 +54,10 @@ def verdict_drift(after, before, plan=None):
     return _verdict.drift(before, after, plan)
 
 
+def verdict_baseline(stored, settings, max_age=None, thresholds=None, min_requests=None, now=None):
+    return _verdict.baseline_check(stored, settings, max_age, now, thresholds, min_requests)
+
+
 def verdict_line(record):
     return _verdict.verdict_line(record)
 
@@ -62,4 +66,4 @@ class FilterModule:
     def filters(self):
         return {func.__name__: _wrap(func) for func in (
             verdict_thresholds, verdict_plan, verdict_summary, verdict_decide, verdict_round, verdict_problems,
-            verdict_drift, verdict_line)}
+            verdict_drift, verdict_baseline, verdict_line)}

@@ -20,6 +20,7 @@ the level and why; its action is ``rollback``. Nothing returned is ever inf or N
 from __future__ import annotations
 
 import math
+import time
 
 from ansible_collections.llmops.specdec.plugins.module_utils import _stats
 
@@ -799,7 +800,9 @@ def drift(before, after, plan_overrides=None):
                     continue
                 ratio, ci = b / a, None
                 beyond = abs(math.log(ratio)) > shift
-            rows.append({"level": level, "figure": figure, "ratio": ratio, "ci": ci, "beyond": beyond})
+            # worse: beyond the band on the slow side (less throughput, longer TPOT)
+            worse = beyond and ((ratio < 1) if figure == "output_tok_s" else (ratio > 1))
+            rows.append({"level": level, "figure": figure, "ratio": ratio, "ci": ci, "beyond": beyond, "worse": worse})
     moved = [r for r in rows if r["beyond"]]
     reason = "; ".join("c=%d %s after/before x%.3f%s beyond the %g%% host shift allowed" % (
         r["level"], _label(r["figure"]), r["ratio"], "" if r["ci"] is None else " [%.3f, %.3f]" % tuple(r["ci"]),
@@ -807,7 +810,88 @@ def drift(before, after, plan_overrides=None):
     if not moved:
         reason = "within the %g%% host shift: %s" % (100 * settings["host_shift"], "; ".join(
             "c=%d %s x%.3f" % (r["level"], _label(r["figure"]), r["ratio"]) for r in rows))
-    return _json_safe({"unstable": bool(moved), "levels": rows, "reason": reason})
+    return _json_safe({"unstable": bool(moved), "regressed": any(r["worse"] for r in rows), "levels": rows,
+                       "reason": reason})
+
+
+# --------------------------------------------------------------------------- stored baselines
+
+# What must be equal for a stored baseline to stand for a fresh one (the role's spec_switch_baseline_settings).
+# unit_sha256: the unit file that ran, so a baseline stored before the unit changed (a rollback, a change
+# outside the switch) never stands for the configuration that runs now.
+BASELINE_SETTINGS = ("host", "engine", "model", "suite", "api", "concurrency", "max_tokens", "warmup", "ignore_eos",
+                     "unit_sha256")
+
+
+def _setting(key, value):
+    if key == "concurrency" and isinstance(value, (list, tuple)):
+        try:
+            return sorted(int(v) for v in value)
+        except (TypeError, ValueError):
+            return list(value)
+    if key in ("max_tokens", "warmup") and not isinstance(value, bool):
+        try:
+            return int(value)
+        except (TypeError, ValueError):
+            return value
+    return value
+
+
+def _hours(seconds):
+    return "%.1f h" % (seconds / 3600.0) if seconds >= 360 else "%d s" % round(seconds)
+
+
+def baseline_check(stored, settings, max_age=None, now=None, overrides=None, min_requests=None):
+    """May a stored baseline stand for the running configuration, instead of measuring it now?
+
+    ``stored``: the baseline file's content (``measured_epoch``, ``settings``, ``summary``); ``settings``:
+    what this run would measure with (:data:`BASELINE_SETTINGS`); ``max_age``: seconds (None: any age,
+    for the nightly comparison); ``min_requests``: requests per level the plan measures a baseline with.
+    Usable only when every setting is equal, it is at most ``max_age`` old, every level has samples and
+    at least ``min_requests`` requests, and :func:`problems` finds nothing.
+    Returns ``{"usable": bool, "age_s": float or None, "why": str}``.
+    """
+    if not isinstance(settings, dict):
+        raise VerdictError("baseline settings must be a mapping, got %r" % (settings,))
+    if max_age is not None:
+        max_age = _number("baseline", "max_age", max_age)
+    out = {"usable": False, "age_s": None}
+    if not isinstance(stored, dict) or not _is_summary(stored.get("summary")) or not stored["summary"]["levels"]:
+        return dict(out, why="no stored baseline")
+    epoch = _float_or_none(stored.get("measured_epoch"))
+    age = None
+    if epoch is not None and math.isfinite(epoch):
+        age = (time.time() if now is None else float(now)) - epoch
+        out["age_s"] = age
+    kept = stored.get("settings")
+    if not isinstance(kept, dict):
+        return dict(out, why="the stored baseline has no benchmark settings (stored by an older version)")
+    differ = ["%s %s, now %s" % (key, _setting(key, kept.get(key)), _setting(key, settings.get(key)))
+              for key in BASELINE_SETTINGS if _setting(key, kept.get(key)) != _setting(key, settings.get(key))]
+    if differ:
+        return dict(out, why="the stored baseline was measured with other settings (%s)" % "; ".join(differ))
+    if max_age is not None and age is None:
+        return dict(out, why="the stored baseline has no measurement time")
+    if max_age is not None and age is not None:
+        if age > max_age:
+            return dict(out, why="the stored baseline is %s old (at most %s)" % (_hours(age), _hours(max_age)))
+        if age < -300:
+            return dict(out, why="the stored baseline was measured %s in the future (clock skew)" % _hours(abs(age)))
+    levels = stored["summary"]["levels"]
+    for key in sorted(levels, key=int):
+        fig = levels[key] if isinstance(levels[key], dict) else {}
+        if not (fig.get("samples") or {}).get("e2e_ms"):
+            return dict(out, why="the stored baseline has no per-request samples at c=%s" % key)
+        count = int(fig.get("ok", 0) or 0) + int(fig.get("errors", 0) or 0)
+        if min_requests is not None and count < int(min_requests):
+            return dict(out, why="the stored baseline has %d request(s) at c=%s, the plan measures %d" % (
+                count, key, int(min_requests)))
+    found = problems(stored["summary"], overrides)
+    if found:
+        return dict(out, why="the stored baseline cannot be judged: %s" % "; ".join(
+            "c=%d %s" % (p["level"], p["why"]) for p in found))
+    return dict(out, usable=True, why="stored baseline, %s old, same settings" % (
+        "unknown" if age is None else _hours(max(age, 0.0))))
 
 
 # --------------------------------------------------------------------------- the one verdict line

@@ -1,10 +1,15 @@
 """Measure single-stream decode speed of the mock engines with the shipped profile.
 
     python3 tests/mockgpu/engines/calibrate.py [--max-tokens 200]
+    python3 tests/mockgpu/engines/calibrate.py --analytic [--levels 1,8,32] [--profile PARTIAL.json]
 
 Starts each engine configuration as a real process on a throw-away mock GPU host (temp dir),
 streams prompts one at a time and prints decode tok/s = (tokens - 1) / (last chunk - first chunk)
 and the mean tokens per SSE chunk, for a fresh reasoning prompt and a repetitive one.
+
+--analytic starts nothing: it prints the timing model's expected speed-up of each speculative
+configuration over the baseline per concurrency level (decode only, no noise), from the shipped
+profile with PARTIAL merged over it (a faults.json `profile` can be tried this way).
 """
 import argparse
 import http.client
@@ -16,6 +21,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+from mockengine import settings, timing
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -47,6 +54,38 @@ CONFIGS = [
     ("sglang EAGLE3 3/1/4", "sglang", ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path",
                                        "org/eagle3"]),
 ]
+
+
+# The draft shape each speculative configuration above runs with (timing.SpecShape: method, depth, verified).
+SHAPES = {
+    "vllm ngram k=5": ("ngram", 5, 5),
+    "vllm eagle3 k=3": ("eagle3", 3, 3),
+    "vllm mtp k=1": ("mtp", 1, 1),
+    "sglang NGRAM (12 draft tokens)": ("ngram", 11, 11),
+    "sglang EAGLE3 3/1/4": ("eagle3", 3, 3),
+}
+
+
+def analytic(levels, override_path):
+    profile = settings.load_profile()
+    if override_path:
+        with open(override_path, encoding="utf-8") as f:
+            profile = settings.deep_merge(profile, json.load(f))
+    head = "".join("%16s" % ("c=%d rsn / rep" % n) for n in levels)
+    print("%-32s%s" % ("configuration (speed-up)", head))
+    for label, engine, _args in CONFIGS:
+        if label not in SHAPES:
+            continue
+        method, depth, verify = SHAPES[label]
+        base = timing.resolve(profile, engine, None)
+        cand = timing.resolve(profile, engine, method)
+        spec = timing.SpecShape(method, depth, verify)
+        cells = []
+        for n in levels:
+            pair = [sum(timing.expected_speedup(base, cand, spec, p, n) for p in PROMPTS[kind]) / len(PROMPTS[kind])
+                    for kind in ("reasoning", "repetitive")]
+            cells.append("%16s" % ("x%.2f / x%.2f" % tuple(pair)))
+        print("%-32s%s" % (label, "".join(cells)))
 
 
 def free_port():
@@ -119,7 +158,13 @@ def stream(port, prompt, max_tokens):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--max-tokens", type=int, default=200)
+    ap.add_argument("--analytic", action="store_true", help="print the model's expected speed-ups, start nothing")
+    ap.add_argument("--levels", default="1,8,32", help="concurrency levels for --analytic")
+    ap.add_argument("--profile", help="partial profile merged over the shipped one, for --analytic")
     opts = ap.parse_args()
+    if opts.analytic:
+        analytic([int(n) for n in opts.levels.split(",")], opts.profile)
+        return
     print("%-32s %22s %22s" % ("configuration", "reasoning tok/s (tpc)", "repetitive tok/s (tpc)"))
     with tempfile.TemporaryDirectory() as root:
         env = mock_host(root)

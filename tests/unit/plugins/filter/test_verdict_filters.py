@@ -86,3 +86,16 @@ def test_an_all_failed_baseline_is_invalid_through_the_filters(env):
     assert "Infinity" not in out and "NaN" not in out
     problems = json.loads(render(env, "{{ b | verdict_summary | verdict_problems | tojson }}", b=broken))
     assert problems == [{"side": "baseline", "level": 1, "why": "every request failed (8 error(s): http_5xx=8)"}]
+
+
+def test_verdict_baseline_through_jinja(env):
+    settings = {"host": "h", "engine": "vllm", "model": "m", "suite": "reasoning", "api": "completions",
+                "concurrency": [1], "max_tokens": 256, "warmup": 1, "ignore_eos": True, "unit_sha256": "ab"}
+    summary = json.loads(render(env, "{{ b | verdict_summary | tojson }}", b={"levels": [_sampled(80.0, n=72)]}))
+    stored = {"measured_epoch": 100.0, "settings": settings, "summary": summary}
+    out = render(env, "{% set c = s | verdict_baseline(k, 3600, {}, 72, 200.0) %}{{ c.usable }} {{ c.why }}", s=stored, k=settings)
+    assert out == "True stored baseline, 100 s old, same settings"
+    out = render(env, "{{ (s | verdict_baseline(k, 3600, {}, 72, 5000.0)).why }}", s=stored, k=settings)
+    assert out == "the stored baseline is 1.4 h old (at most 1.0 h)"
+    with pytest.raises(AnsibleFilterError, match="verdict_baseline: baseline settings must be a mapping"):
+        render(env, "{{ s | verdict_baseline(none) }}", s=stored)

@@ -345,3 +345,63 @@ def test_drift_flags_a_host_that_moved_beyond_the_allowed_shift():
     assert {(r["level"], r["figure"]) for r in moved["levels"] if r["beyond"]} == {(1, "output_tok_s"), (1, "tpot_ms")}
     # without samples: the point ratio against the same band
     assert v.drift(BASE, v.summarize({"levels": [level(1, 70.0, 12.2, 50.0), level(8, 500.0, 15.0, 60.0)]}))["unstable"]
+
+
+def test_drift_says_whether_the_host_moved_to_the_slow_side():
+    slower = run_of(sampled(1, 72, e2e_ms=3000.0 / 0.92, tpot=11.5 / 0.92, seed=9), sampled(8, 72, e2e_ms=3500.0, seed=9))
+    faster = run_of(sampled(1, 72, e2e_ms=3000.0 * 0.92, tpot=11.5 * 0.92, seed=9), sampled(8, 72, e2e_ms=3500.0, seed=9))
+    down, up = v.drift(SAMPLED_BASE, slower), v.drift(SAMPLED_BASE, faster)
+    assert down["unstable"] and down["regressed"]
+    assert {(r["level"], r["figure"]) for r in down["levels"] if r["worse"]} == {(1, "output_tok_s"), (1, "tpot_ms")}
+    assert up["unstable"] and not up["regressed"] and not any(r["worse"] for r in up["levels"])
+    assert v.drift(SAMPLED_BASE, run_of(sampled(1, 72, seed=9), sampled(8, 72, e2e_ms=3500.0, seed=9)))["regressed"] is False
+
+
+SETTINGS = {"host": "gpu1", "engine": "vllm", "model": "m", "suite": "reasoning", "api": "completions",
+            "concurrency": [1, 8], "max_tokens": 256, "warmup": 1, "ignore_eos": True, "unit_sha256": "ab12"}
+
+
+def stored_baseline(**over):
+    out = {"measured_epoch": 1000.0, "settings": dict(SETTINGS), "summary": v.summarize(SAMPLED_BASE)}
+    out.update(over)
+    return json.loads(json.dumps(out))  # as read back from the host
+
+
+def test_a_fresh_stored_baseline_with_the_same_settings_is_used():
+    out = v.baseline_check(stored_baseline(), dict(SETTINGS, concurrency=["8", 1]), 4 * 3600, now=1000.0 + 1800,
+                           min_requests=72)
+    assert out == {"usable": True, "age_s": 1800.0, "why": "stored baseline, 0.5 h old, same settings"}
+    # any age when no limit is given (the nightly comparison)
+    assert v.baseline_check(stored_baseline(), SETTINGS, None, now=1e9)["usable"] is True
+
+
+@pytest.mark.parametrize("stored, settings, why", [
+    (None, SETTINGS, "no stored baseline"),
+    ({"summary": {"levels": {}}}, SETTINGS, "no stored baseline"),
+    (stored_baseline(settings=None), SETTINGS, "has no benchmark settings (stored by an older version)"),
+    (stored_baseline(), dict(SETTINGS, max_tokens=128), "other settings (max_tokens 256, now 128)"),
+    (stored_baseline(), dict(SETTINGS, concurrency=[1]), "other settings (concurrency [1, 8], now [1])"),
+    (stored_baseline(), dict(SETTINGS, unit_sha256="cd34"), "other settings (unit_sha256 ab12, now cd34)"),
+    (stored_baseline(), dict(SETTINGS, host="gpu2", suite="coding"), "(host gpu1, now gpu2; suite reasoning, now coding)"),
+    (stored_baseline(measured_epoch=1000.0 - 5 * 3600), SETTINGS, "is 5.0 h old (at most 4.0 h)"),
+    (stored_baseline(measured_epoch=None), SETTINGS, "has no measurement time"),
+    (stored_baseline(measured_epoch=5000.0), SETTINGS, "measured 1.1 h in the future (clock skew)"),
+])
+def test_a_stored_baseline_is_refused_when_it_is_not_comparable(stored, settings, why):
+    out = v.baseline_check(stored, settings, 4 * 3600, now=1000.0)
+    assert out["usable"] is False
+    assert why in out["why"]
+
+
+def test_a_stored_baseline_needs_samples_enough_requests_and_no_problems():
+    legacy = stored_baseline(summary=BASE)
+    assert v.baseline_check(legacy, SETTINGS, now=1000.0)["why"] == "the stored baseline has no per-request samples at c=1"
+    few = stored_baseline(summary=v.summarize(run_of(sampled(1, 24), sampled(8, 24))))
+    assert v.baseline_check(few, SETTINGS, now=1000.0, min_requests=72)["why"] == (
+        "the stored baseline has 24 request(s) at c=1, the plan measures 72")
+    erroring = v.summarize(SAMPLED_BASE)
+    erroring["levels"][8] = dict(erroring["levels"][8], errors=8, error_rate=0.1)
+    out = v.baseline_check(stored_baseline(summary=erroring), SETTINGS, now=1000.0)
+    assert out["usable"] is False and out["why"].startswith("the stored baseline cannot be judged: c=8 errors 10.0%")
+    with pytest.raises(v.VerdictError, match="baseline max_age must be a number, not a boolean"):
+        v.baseline_check(stored_baseline(), SETTINGS, True)
