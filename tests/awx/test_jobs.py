@@ -34,6 +34,9 @@ FLEET_VARS = {
     "spec_switch_bench_requests": 4,
     "spec_switch_bench_max_tokens": 64,
     "spec_switch_textfile_dir": "",
+    # Single stream and short rounds: these jobs check the wiring; molecule/verdict shows the default plan.
+    "spec_switch_bench_concurrency": [1],
+    "spec_switch_plan": {"first_round": 4, "round_requests": 4, "max_requests": 8},
 }
 # Keep anything that serves without errors / roll back anything that is not 50x faster.
 KEEP_ANY = {"min_speedup": 0.0, "max_tpot_regression": 100.0, "max_ttft_regression": 100.0, "max_error_rate": 1.0}
@@ -99,12 +102,11 @@ def test_nightly_job_checks_against_the_baseline_then_sweeps(fleet, job, control
     check = done.artifacts["specdec_nightly"][HOST]
     assert (check["engine"], check["model"], check["suite"]) == ("vllm", "facebook/opt-125m", "reasoning")
     assert levels_ok(check["baseline"]["summary"]) and levels_ok(check["current"]["summary"])
-    # The figures in the artifact carry their own verdict: recomputing it gives the reported status.
-    again = _verdict.decide(check["baseline"]["summary"], check["current"]["summary"], check["thresholds"])
-    assert check["status"] == ("ok" if again["decision"] == "keep" else "regressed")
-    assert check["speedup"] == pytest.approx(again["speedup"])
-    # Drift is judged with the switch thresholds, except that throughput may not fall below 95 %.
-    assert check["thresholds"] == dict(_verdict.DEFAULT_THRESHOLDS, min_speedup=0.95)
+    # The figures in the artifact carry their own judgement: the drift between the stored baseline and
+    # tonight's figures, recomputed, gives the reported status (regressed / unstable / ok).
+    again = _verdict.drift(check["baseline"]["summary"], check["current"]["summary"], check["plan"])
+    assert check["status"] == ("regressed" if again["regressed"] else ("unstable" if again["unstable"] else "ok"))
+    assert check["host_unstable"] == again["unstable"]
     assert check["rebaselined"] is True
 
     verdict = done.artifacts["specdec_verdicts"][HOST]
@@ -132,7 +134,7 @@ def test_switch_that_loses_is_rolled_back_and_the_job_succeeds(fleet, job):
     assert done.status == "successful", done
     verdict = done.artifacts["specdec_verdicts"][HOST]
     assert (verdict["outcome"], verdict["decision"]) == ("rolled_back", "rollback"), verdict
-    assert verdict["speedup"] < 50.0 and "needs >= x50.00" in verdict["reason"]
+    assert verdict["speedup"] < 50.0 and "cannot be shown >= x" in verdict["reason"]
     assert unit_file(fleet) == before and unit_state(fleet) == "active"
 
 
