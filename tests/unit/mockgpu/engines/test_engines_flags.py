@@ -253,7 +253,7 @@ def test_vllm_schedule_runs_as_the_scheduler_builds_it():
     assert [vllm_spec.k_for_batch(sched, b) for b in (1, 8, 9, 32, 33, 5000)] == [4, 4, 2, 2, 0, 0]
     # k above num_speculative_tokens is capped; a gap carries the previous k (vLLM's dense lookup).
     sched, _warn = vsched({"method": "eagle3", "model": "org/EAGLE3-m", "num_speculative_tokens": 2,
-                       "num_speculative_tokens_per_batch_size": [[1, 8, 4], [17, 64, 1]]})
+                           "num_speculative_tokens_per_batch_size": [[1, 8, 4], [17, 64, 1]]})
     assert [vllm_spec.k_for_batch(sched, b) for b in (1, 12, 17, 100)] == [2, 2, 1, 1]
     # ngram_gpu and dspark keep it on Model Runner V2 (the default), lose it on V1.
     cfg = {"method": "ngram_gpu", "num_speculative_tokens": 3, "num_speculative_tokens_per_batch_size": [[1, 8, 3]]}
