@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) 2026, llmops.specdec developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Prometheus text exposition parsing and counter deltas (speculative-decoding acceptance).
+"""Prometheus text exposition parsing and counter deltas (speculative-decoding acceptance), and the
+node_exporter textfile lines of the nightly acceptance watch (:func:`acceptance_textfile`).
 
 prometheus_client's own text parser is used when the target has it; otherwise a small parser
 that handles what the engines emit (comments, labels with escapes, exponent / NaN / Inf values,
@@ -186,3 +187,80 @@ def sglang_gauge(samples):
     """SGLang's `sglang:spec_accept_length` gauge (last batch only) if exported, else None."""
     vals = [s[2] for s in samples if s[0] == 'sglang:spec_accept_length' and not math.isnan(s[2])]
     return (sum(vals) / len(vals)) if vals else None
+
+
+# --------------------------------------------------------------------------- textfile (node_exporter)
+
+def _escape_label(value):
+    """A label value in the text exposition format: backslash, double quote and line feed escaped."""
+    return str(value).replace('\\', '\\\\').replace('"', '\\"').replace('\n', '\\n')
+
+
+def _series(name, labels, value):
+    text = ','.join('%s="%s"' % (key, _escape_label(val)) for key, val in labels)
+    return '%s{%s} %s' % (name, text, _number(value))
+
+
+def _number(value):
+    value = float(value)
+    if math.isnan(value):
+        return 'NaN'
+    if math.isinf(value):
+        return '+Inf' if value > 0 else '-Inf'
+    return repr(round(value, 6)) if value != int(value) else '%d' % value
+
+
+def _family(out, name, help_text, rows):
+    if not rows:
+        return
+    out.append('# HELP %s %s' % (name, help_text))
+    out.append('# TYPE %s gauge' % name)
+    out.extend(_series(name, labels, value) for labels, value in rows)
+
+
+def acceptance_textfile(watch, labels=None, timestamp=None):
+    """node_exporter textfile lines for one acceptance watch (``_watch.watch``'s answer), newline-terminated.
+
+    ``labels``: a mapping or (name, value) pairs put on every series first (host, unit, suite). Series:
+    ``llmops_specdec_acceptance_judged`` (1 when compared, 0 when not judged), ``..._dropped`` (1 when any
+    position dropped beyond noise; 0 also when not judged, so a missing record never raises an alert),
+    ``..._drop{position}`` (0/1 per judged position), ``..._rate{position,when="kept|now"}`` (accepted / drafts
+    per draft position, ``position="all"``: the overall rate when the engine exposes no positions),
+    ``..._length{when}`` (mean acceptance length) and ``..._watch_timestamp_seconds`` when given.
+    """
+    if isinstance(labels, dict):
+        base = sorted((str(k), v) for k, v in labels.items())
+    else:
+        base = [(str(k), v) for k, v in (labels or [])]
+    watch = watch or {}
+    out = ['# Managed by llmops.specdec: the nightly acceptance watch (speculative decoding).']
+    if timestamp is not None:
+        _family(out, 'llmops_specdec_acceptance_watch_timestamp_seconds', 'When the nightly acceptance watch last ran.',
+                [(base, int(float(timestamp)))])
+    judged = bool(watch.get('judged'))
+    _family(out, 'llmops_specdec_acceptance_judged',
+            '1 when tonight\'s acceptance was compared with the one stored when the configuration was kept.',
+            [(base, 1 if judged else 0)])
+    _family(out, 'llmops_specdec_acceptance_dropped',
+            '1 when acceptance dropped beyond noise at any draft position since the configuration was kept.',
+            [(base, 1 if judged and watch.get('dropped') else 0)])
+    rows = watch.get('positions') or []
+    _family(out, 'llmops_specdec_acceptance_drop',
+            '1 when this draft position\'s acceptance dropped beyond noise since the configuration was kept.',
+            [(base + [('position', row['position'])], 1 if row.get('dropped') else 0) for row in rows])
+    rates = []
+    for row in rows:
+        for when in ('kept', 'now'):
+            if row.get(when) is not None:
+                rates.append((base + [('position', row['position']), ('when', when)], row[when]))
+    if not rows:  # not judged: tonight's own figures still tell what runs
+        now = watch.get('now_acceptance') or {}
+        rates = [(base + [('position', i), ('when', 'now')], rate)
+                 for i, rate in enumerate(now.get('per_position') or []) if rate is not None]
+    _family(out, 'llmops_specdec_acceptance_rate',
+            'Accepted / drafts per draft position (position "all": accepted / draft tokens), when kept and tonight.', rates)
+    length = watch.get('mean_acceptance_length') or {}
+    _family(out, 'llmops_specdec_acceptance_length', 'Mean acceptance length (tokens per verification step), when kept and tonight.',
+            [(base + [('when', when)], length[when]) for when in ('kept', 'now')
+             if isinstance(length.get(when), (int, float)) and not isinstance(length.get(when), bool)])
+    return '\n'.join(out) + '\n'

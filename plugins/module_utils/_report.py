@@ -5,16 +5,20 @@
 
 Input records are what the spec_switch role stores per host (``spec_switch_record``): host, engine,
 model, suite, label, outcome, decision, reason, speedup, thresholds, and the ``baseline`` / ``result``
-summaries from ``_verdict.summarize`` (levels keyed by concurrency).
+summaries from ``_verdict.summarize`` (levels keyed by concurrency), with the verdict's ``checks`` (per level and
+figure, the ratio and its interval) and ``plan`` (its ``confidence``). Nightly check records
+(``spec_switch_nightly_record``: ``status``, no ``outcome``) get sections of their own, and any record that
+carries an ``acceptance_watch`` (``_watch.watch``) is listed under "Acceptance watch".
 """
 
 from __future__ import annotations
 
 import io
+import math
 import re
 import traceback
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _verdict
+from ansible_collections.llmops.specdec.plugins.module_utils import _stats, _verdict
 
 # Optional: only the chart needs it. The Figure API draws without pyplot and without choosing a backend.
 try:
@@ -50,17 +54,29 @@ def _fmt(value, spec="%.1f"):
     return "-" if value is None else spec % value
 
 
+def _is_nightly(rec):
+    """A nightly check's record (spec_switch_nightly_record: ``status``, no ``outcome``)."""
+    return "outcome" not in rec and "status" in rec
+
+
 def markdown(records, generated_at):
+    """The report: a table and the reasons for switch records; nightly check records (status, acceptance watch)
+    get sections of their own, so one report can hold both."""
+    switches = [rec for rec in records if not _is_nightly(rec)]
+    nightly = [rec for rec in records if _is_nightly(rec)]
     out = [
         "# Speculative-decoding switch report",
         "",
         "Generated %s." % generated_at,
         "",
-        "| host | engine | model | suite | candidate | outcome | c | baseline tok/s | candidate tok/s "
-        "| speed-up | TPOT ms (base / cand) | TTFT ms (base / cand) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for rec in records:
+    if switches or not nightly:
+        out += [
+            "| host | engine | model | suite | candidate | outcome | c | baseline tok/s | candidate tok/s "
+            "| speed-up | TPOT ms (base / cand) | TTFT ms (base / cand) |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
+    for rec in switches:
         level, base = _first_level(rec.get("baseline"))
         cand = _first_level(rec.get("result"))[1]
         base, cand = base or {}, cand or {}
@@ -83,38 +99,208 @@ def markdown(records, generated_at):
                 _fmt(cand.get("ttft_ms")),
             )
         )
-    out += ["", "## Why", ""]
-    out += ["- %s" % _md(verdict_line(rec)) for rec in records]
-    thresholds = next((r.get("thresholds") for r in records if r.get("thresholds")), None)
+    if switches:
+        out += ["", "## Why", ""]
+        out += ["- %s" % _md(verdict_line(rec)) for rec in switches]
+    if nightly:
+        out += ["", "## Nightly check", ""]
+        out += ["- %s: %s %s - %s" % (_md(rec["host"]), _md(str(rec["status"]).upper().replace("_", " ")),
+                                      _md(rec.get("suite", "-")), _md(rec.get("reason", ""))) for rec in nightly]
+    out += acceptance_section(records)
+    thresholds = next((r.get("thresholds") for r in switches if r.get("thresholds")), None)
     if thresholds:
         out += ["", "Thresholds: " + ", ".join("%s=%s" % kv for kv in sorted(thresholds.items()))]
     return "\n".join(out) + "\n"
 
 
-def chart_png(records):
-    """Baseline vs candidate output tok/s and TPOT per host and suite, as PNG bytes; None with nothing to draw.
+def _share(value):
+    return "-" if _number(value) is None else "%.3f" % float(value)
 
-    Needs matplotlib (``Figure`` is None without it). The same records give the same bytes.
+
+def acceptance_section(records):
+    """The "Acceptance watch" lines of the records that carry one (``acceptance_watch``, _watch.watch's answer).
+
+    One item per host (DROPPED, ok or not judged, and the watch's line), then a table per judged position:
+    acceptance when kept and tonight, the drop, the drafts behind each and the test's p-value against its level.
+    Empty when no record carries a watch.
+    """
+    watched = [rec for rec in records if isinstance(rec.get("acceptance_watch"), dict)]
+    if not watched:
+        return []
+    out = ["", "## Acceptance watch", ""]
+    for rec in watched:
+        watch = rec["acceptance_watch"]
+        word = "DROPPED" if watch.get("judged") and watch.get("dropped") else ("ok" if watch.get("judged") else "not judged")
+        kept = " (kept %s%s)" % (_md(watch["label"]) if watch.get("label") else "configuration",
+                                 ", " + _md(watch["kept_at"]) if watch.get("kept_at") else "")
+        out.append("- %s: **%s**%s - %s" % (_md(rec["host"]), word, kept, _md(watch.get("line", watch.get("reason", "")))))
+    rows = [(rec, row) for rec in watched for row in (rec["acceptance_watch"].get("positions") or []) if isinstance(row, dict)]
+    if rows:
+        out += ["", "| host | suite | position | kept | now | drop | drafted (kept / now) | p (level) | flagged |",
+                "|---|---|---|---|---|---|---|---|---|"]
+        for rec, row in rows:
+            out.append("| %s | %s | %s | %s | %s | %s | %s / %s | %s | %s |" % (
+                _md(rec["host"]), _md(rec.get("suite", "-")), _md(row.get("position", "-")), _share(row.get("kept")),
+                _share(row.get("now")), _share(row.get("drop")), _md(row.get("drafted_kept", "-")), _md(row.get("drafted_now", "-")),
+                "-" if _number(row.get("p_value")) is None else "%.2g (%.2g)" % (float(row["p_value"]), float(row.get("level") or 0)),
+                "**yes**" if row.get("dropped") else "no"))
+    return out
+
+
+def _confidence(rec):
+    plan = rec.get("plan") if isinstance(rec.get("plan"), dict) else {}
+    try:
+        level = float(plan.get("confidence") or _verdict.DEFAULT_PLAN["confidence"])
+    except (TypeError, ValueError):
+        level = _verdict.DEFAULT_PLAN["confidence"]
+    return level if 0.5 <= level < 1 else _verdict.DEFAULT_PLAN["confidence"]
+
+
+def _number(value):
+    """A finite float, or None (missing, boolean, text, inf or NaN)."""
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _side_interval(figures, key, level, confidence):
+    """(low, high) around a side's plotted figure at one level, from its per-request samples; None without.
+
+    The interval is the verdict's estimator on that side alone (_stats: the ratio of summed tokens over summed
+    seconds for output tok/s, the median with Price-Bonett's variance for TPOT, blocks of ``level`` requests),
+    as a relative width, applied to the figure the chart plots (the level's output tok/s is the aggregate of
+    all streams, the estimator's the per-request rate; their relative uncertainty is the same).
+    """
+    value = _number(figures.get(key))
+    samples = figures.get("samples")
+    if not value or value <= 0 or not isinstance(samples, dict):
+        return None
+    if key == "output_tok_s":
+        pairs = [(_number(t), _number(e)) for t, e in zip(samples.get("output_tokens") or [], samples.get("e2e_ms") or [])]
+        pairs = [(t, e / 1000.0) for t, e in pairs if t is not None and e is not None and e > 0]
+        est = _stats.log_ratio_of_means([t for t, _e in pairs], [e for _t, e in pairs], level) if len(pairs) >= 2 else None
+    else:
+        values = [v for v in (_number(x) for x in samples.get(key) or []) if v is not None and v > 0]
+        est = _stats.log_median(values, level) if values else None
+    if est is None:
+        return None
+    low, high = _stats.interval(est, confidence)
+    return value * math.exp(low - est.value), value * math.exp(high - est.value)
+
+
+def _speedups(rec):
+    """[(level, ratio, (low, high) or None)] of output tok/s per level: the verdict's checks, else the point ratio."""
+    out = []
+    for check in rec.get("checks") or []:
+        if not isinstance(check, dict) or check.get("figure") != "output_tok_s":
+            continue
+        ratio, level = _number(check.get("ratio")), _number(check.get("level"))
+        if ratio is None or level is None:
+            continue
+        ci = check.get("ci")
+        bounds = None
+        if isinstance(ci, (list, tuple)) and len(ci) == 2 and None not in (_number(ci[0]), _number(ci[1])):
+            bounds = (min(_number(ci[0]), ratio), max(_number(ci[1]), ratio))
+        out.append((int(level), ratio, bounds))
+    if out:
+        return sorted(out, key=lambda row: row[0])
+    # Records from before the checks (or a failed verdict): the point ratio per common level, no interval.
+    base = (rec.get("baseline") or {}).get("levels") or {}
+    cand = (rec.get("result") or {}).get("levels") or {}
+    by_level = {int(k): v for k, v in cand.items()}
+    for key in sorted(base, key=int):
+        one, two = _number((base[key] or {}).get("output_tok_s")), _number((by_level.get(int(key)) or {}).get("output_tok_s"))
+        if one and two and one > 0:
+            out.append((int(key), two / one, None))
+    return out
+
+
+def _min_speedup(rec):
+    value = _number((rec.get("thresholds") or {}).get("min_speedup"))
+    return _verdict.DEFAULT_THRESHOLDS["min_speedup"] if value is None else value
+
+
+def _errorbar(ax, xs, ys, bounds, **style):
+    """Asymmetric error bars (no marker line) from (low, high) bounds; the ErrorbarContainer, or None."""
+    rows = [(x, y, b) for x, y, b in zip(xs, ys, bounds) if b is not None]
+    if not rows:
+        return None
+    return ax.errorbar([r[0] for r in rows], [r[1] for r in rows],
+                       yerr=[[r[1] - r[2][0] for r in rows], [r[2][1] - r[1] for r in rows]],
+                       fmt="none", capsize=3, elinewidth=1, **style)
+
+
+def chart_figure(records):
+    """The chart as a matplotlib Figure (Figure API, no pyplot), or None with nothing to draw.
+
+    Three panels per host / suite / candidate, at the lowest level: output tok/s and TPOT of baseline and
+    candidate (bars, with error bars at the verdict's confidence where the sides carry per-request samples);
+    the speed-up of output tok/s at every level with its interval from the verdict's checks (points with
+    error bars; the point ratio without an interval for records from before intervals) and each record's
+    ``min_speedup`` as a dashed bar across its group.
     """
     rows = []
     for rec in records:
-        base = _first_level(rec.get("baseline"))[1]
+        level, base = _first_level(rec.get("baseline"))
         cand = _first_level(rec.get("result"))[1]
         if base and cand:
-            rows.append(("%s\n%s\n%s" % (rec["host"], rec["suite"], rec["label"]), base, cand))
+            rows.append({"name": "%s\n%s\n%s" % (rec["host"], rec["suite"], rec["label"]), "level": level, "base": base,
+                         "cand": cand, "confidence": _confidence(rec), "speedups": _speedups(rec), "bar": _min_speedup(rec)})
     if not rows:
         return None
-    fig = Figure(figsize=(max(6, 2.4 * len(rows)), 4.2))
-    axes = fig.subplots(1, 2)
-    xs = range(len(rows))
+    fig = Figure(figsize=(max(9, 3.4 * len(rows)), 4.4))
+    axes = fig.subplots(1, 3)
+    xs = list(range(len(rows)))
+    names = [r["name"] for r in rows]
+    confidence = sorted({r["confidence"] for r in rows})
+    shown = "/".join("%g%%" % (100 * c) for c in confidence)
     for ax, key, title in ((axes[0], "output_tok_s", "output tok/s (higher is better)"), (axes[1], "tpot_ms", "TPOT ms (lower is better)")):
-        ax.bar([x - 0.2 for x in xs], [r[1].get(key) or 0 for r in rows], 0.4, label="baseline", color="#8c8c8c")
-        ax.bar([x + 0.2 for x in xs], [r[2].get(key) or 0 for r in rows], 0.4, label="candidate", color="#2b7bba")
-        ax.set_xticks(list(xs))
-        ax.set_xticklabels([r[0] for r in rows], fontsize=7)
-        ax.set_title(title)
-        ax.legend(fontsize=8)
+        for side, offset, color in (("base", -0.2, "#8c8c8c"), ("cand", 0.2, "#2b7bba")):
+            label = "baseline" if side == "base" else "candidate"
+            heights = [_number(r[side].get(key)) or 0.0 for r in rows]
+            ax.bar([x + offset for x in xs], heights, 0.4, label=label, color=color)
+            bounds = [_side_interval(r[side], key, r["level"], r["confidence"]) for r in rows]
+            _errorbar(ax, [x + offset for x in xs], heights, bounds, ecolor="#222222", label="_%s %s interval" % (label, key))
+        ax.set_xticks(xs)
+        ax.set_xticklabels(names, fontsize=7)
+        ax.set_title(title, fontsize=9)
+        ax.legend(fontsize=7)
+    ax = axes[2]
+    levels = sorted({level for r in rows for level, _ratio, _ci in r["speedups"]})
+    width = 0.8 / max(1, len(levels))
+    colors = ("#2b7bba", "#e08214", "#1b9e77", "#7570b3", "#d95f02", "#66a61e")
+    for i, level in enumerate(levels):
+        offset = -0.4 + width * (i + 0.5)
+        points = [(x + offset, ratio, ci) for x, r in zip(xs, rows) for lv, ratio, ci in r["speedups"] if lv == level]
+        color = colors[i % len(colors)]
+        ax.plot([p[0] for p in points], [p[1] for p in points], "o", color=color, label="c=%d" % level)
+        _errorbar(ax, [p[0] for p in points], [p[1] for p in points], [p[2] for p in points], ecolor=color,
+                  label="_c=%d interval" % level)
+    for x, r in zip(xs, rows):
+        ax.hlines(r["bar"], x - 0.45, x + 0.45, colors="#b2182b", linestyles="dashed",
+                  label="min_speedup" if x == 0 else "_min_speedup", gid="min_speedup")
+    ax.axhline(1.0, color="#bbbbbb", linewidth=0.8)
+    ax.set_xticks(xs)
+    ax.set_xticklabels(names, fontsize=7)
+    ax.set_xlim(-0.6, len(rows) - 0.4)
+    ax.set_title("speed-up per level (%s interval)" % shown, fontsize=9)
+    ax.legend(fontsize=7)
     fig.tight_layout()
+    return fig
+
+
+def chart_png(records):
+    """:func:`chart_figure` as PNG bytes; None with nothing to draw.
+
+    Needs matplotlib (``Figure`` is None without it). The same records give the same bytes.
+    """
+    fig = chart_figure(records)
+    if fig is None:
+        return None
     out = io.BytesIO()
     fig.savefig(out, format="png", dpi=110)
     return out.getvalue()

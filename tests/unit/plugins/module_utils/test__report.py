@@ -5,8 +5,11 @@
 
 from __future__ import annotations
 
+import math
 import re
 import struct
+
+import pytest
 
 from ansible_collections.llmops.specdec.plugins.module_utils import _report
 
@@ -72,3 +75,161 @@ def test_markdown_keeps_hostile_text_inside_its_cell():
     why = [line for line in text.splitlines() if line.startswith("- h1: FAILED")][0]
     assert "line one line two \\| &lt;b>x&lt;/b> # heading" in why
     assert "\n# heading" not in text and "\nline two" not in text
+
+
+# --------------------------------------------------------------------------- chart: intervals
+
+
+def _samples(n, tokens, e2e_ms, spread):
+    """Per-request samples of one level: e2e times spread around e2e_ms (deterministic)."""
+    e2e = [e2e_ms * (1 + spread * ((i * 7) % 11 - 5) / 5.0) for i in range(n)]
+    return {"output_tokens": [tokens] * n, "e2e_ms": e2e, "tpot_ms": [t / tokens for t in e2e], "ttft_ms": [20.0] * n}
+
+
+def _level(tok_s, e2e_ms, spread=0.1):
+    return {"output_tok_s": tok_s, "tpot_ms": e2e_ms / 32, "ttft_ms": 20.0, "error_rate": 0, "ok": 24, "errors": 0,
+            "samples": _samples(24, 32, e2e_ms, spread)}
+
+
+REC_CI = {
+    "host": "gpu2",
+    "engine": "vllm",
+    "model": "m",
+    "suite": "reasoning",
+    "label": "mtp k=1",
+    "outcome": "kept",
+    "decision": "keep",
+    "speedup": 1.17,
+    "speedup_ci": [1.12, 1.22],
+    "reason": "c=1 output ...",
+    "thresholds": {"min_speedup": 1.1},
+    "plan": {"confidence": 0.9},
+    # as JSON gives them back: level keys are strings
+    "baseline": {"levels": {"1": _level(82.0, 390.0), "8": _level(480.0, 530.0)}},
+    "result": {"levels": {"1": _level(96.0, 333.0), "8": _level(540.0, 470.0)}},
+    "checks": [
+        {"level": 1, "figure": "output_tok_s", "ratio": 1.17, "ci": [1.12, 1.22], "status": "pass"},
+        {"level": 1, "figure": "tpot_ms", "ratio": 0.85, "ci": [0.8, 0.9], "status": "pass"},
+        {"level": 8, "figure": "output_tok_s", "ratio": 1.13, "ci": [1.05, 1.21], "status": "pass"},
+        {"level": 8, "figure": "error_rate", "ratio": None, "ci": [0.0, 0.1], "status": "pass"},
+    ],
+}
+
+
+def _bars(ax, label):
+    """(x, low, high) of the error bars drawn under a container label."""
+    from matplotlib.container import ErrorbarContainer
+
+    found = [c for c in ax.containers if isinstance(c, ErrorbarContainer) and c.get_label() == label]
+    assert len(found) == 1, [c.get_label() for c in ax.containers]
+    _line, _caps, (segments,) = found[0].lines
+    return [(seg[0][0], min(seg[0][1], seg[1][1]), max(seg[0][1], seg[1][1])) for seg in segments.get_segments()]
+
+
+def test_chart_draws_the_speedup_interval_of_every_level_and_the_min_speedup_bar():
+    pytest.importorskip("matplotlib")
+    fig = _report.chart_figure([REC_CI])
+    tok, tpot, speed = fig.get_axes()
+    one, eight = _bars(speed, "_c=1 interval"), _bars(speed, "_c=8 interval")
+    assert [(lo, hi) for _x, lo, hi in one] == [pytest.approx((1.12, 1.22))]
+    assert [(lo, hi) for _x, lo, hi in eight] == [pytest.approx((1.05, 1.21))]
+    assert one[0][0] < eight[0][0]  # c=1 left of c=8 within the record's group
+    bar = [c for c in speed.collections if c.get_gid() == "min_speedup"]
+    assert len(bar) == 1
+    (seg,) = bar[0].get_segments()
+    assert seg[0][1] == seg[1][1] == pytest.approx(1.1)  # the record's own threshold, not the default
+    assert seg[0][0] < one[0][0] < eight[0][0] < seg[1][0]  # across the group
+    assert "90%" in speed.get_title()
+
+
+def test_chart_draws_each_sides_interval_around_the_plotted_figure():
+    pytest.importorskip("matplotlib")
+    from ansible_collections.llmops.specdec.plugins.module_utils import _stats
+
+    fig = _report.chart_figure([REC_CI])
+    tok, tpot, _speed = fig.get_axes()
+    ((x_base, lo, hi),) = _bars(tok, "_baseline output_tok_s interval")
+    ((x_cand, lo_c, hi_c),) = _bars(tok, "_candidate output_tok_s interval")
+    assert x_base < x_cand
+    # The verdict's per-side estimator at the lowest level, its relative width applied to the plotted 82 tok/s.
+    samples = REC_CI["baseline"]["levels"]["1"]["samples"]
+    est = _stats.log_ratio_of_means(samples["output_tokens"], [e / 1000.0 for e in samples["e2e_ms"]], 1)
+    low, high = _stats.interval(est, 0.9)
+    assert (lo, hi) == pytest.approx((82.0 * math.exp(low - est.value), 82.0 * math.exp(high - est.value)))
+    assert lo < 82.0 < hi and lo_c < 96.0 < hi_c
+    ((_x, t_lo, t_hi),) = _bars(tpot, "_baseline tpot_ms interval")
+    assert t_lo < 390.0 / 32 < t_hi
+
+
+def test_chart_of_old_records_without_intervals_still_renders():
+    pytest.importorskip("matplotlib")
+    from matplotlib.container import ErrorbarContainer
+
+    # REC: no samples, no checks, no thresholds: point speed-up and the default bar, no error bars at all.
+    fig = _report.chart_figure([REC])
+    tok, _tpot, speed = fig.get_axes()
+    assert not [c for ax in fig.get_axes() for c in ax.containers if isinstance(c, ErrorbarContainer)]
+    points = speed.get_lines()
+    assert [tuple(line.get_ydata()) for line in points if line.get_label() == "c=1"] == [(0.5,)]
+    (bar,) = [c for c in speed.collections if c.get_gid() == "min_speedup"]
+    assert bar.get_segments()[0][0][1] == pytest.approx(1.05)
+    # mixed: an old record beside a new one, intervals only where there are some
+    png = _report.chart_png([REC, REC_CI])
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    assert _report.chart_png([REC, REC_CI]) == png
+    fig = _report.chart_figure([REC, REC_CI])
+    assert len(_bars(fig.get_axes()[2], "_c=1 interval")) == 1
+    assert len([c for c in fig.get_axes()[2].collections if c.get_gid() == "min_speedup"]) == 2
+
+
+def test_chart_survives_broken_intervals():
+    pytest.importorskip("matplotlib")
+    rec = dict(REC_CI, checks=[{"level": 1, "figure": "output_tok_s", "ratio": 1.1, "ci": [None, 1.2]},
+                               {"level": 8, "figure": "output_tok_s", "ratio": None, "ci": None}],
+               plan={"confidence": "x"}, thresholds={"min_speedup": None})
+    rec["baseline"] = {"levels": {"1": dict(_level(82.0, 390.0), samples={"e2e_ms": [1.0], "output_tokens": ["x"]})}}
+    assert _report.chart_png([rec])[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# --------------------------------------------------------------------------- acceptance watch
+
+
+def _nightly(watch, host="gpu3"):
+    return {"host": host, "engine": "vllm", "model": "m", "suite": "reasoning", "status": "ok", "reason": "within the 2% host shift",
+            "acceptance_watch": watch, "acceptance_dropped": bool(watch.get("judged") and watch.get("dropped"))}
+
+
+WATCH_DROP = {
+    "judged": True, "dropped": True, "kept_at": "2026-11-30T02:00:00Z", "label": "eagle3 k=3", "method": "per_position",
+    "line": "acceptance dropped at position 1: 0.45 -> 0.38 (drafted 12000 kept, 12000 now); mean acceptance length 2.35 -> 2.28",
+    "positions": [
+        {"position": 0, "kept": 0.6, "now": 0.6, "drop": 0.0, "drafted_kept": 12000, "drafted_now": 12000, "p_value": 0.5,
+         "level": 0.005, "dropped": False},
+        {"position": 1, "kept": 0.45, "now": 0.38, "drop": 0.07, "drafted_kept": 12000, "drafted_now": 12000, "p_value": 1e-30,
+         "level": 0.005, "dropped": True},
+    ],
+}
+WATCH_NOT = {"judged": False, "dropped": False, "positions": [], "kept_at": None, "label": None,
+             "line": "acceptance not judged: no acceptance was stored when the configuration was kept"}
+
+
+def test_markdown_has_an_acceptance_watch_section_for_nightly_records():
+    md = _report.markdown([_nightly(WATCH_DROP), _nightly(WATCH_NOT, "gpu4")], "t")
+    assert "## Acceptance watch" in md
+    assert "## Nightly check" in md and "- gpu3: OK reasoning - within the 2% host shift" in md
+    assert "| host | engine |" not in md  # no switch table without switch records
+    assert ("- gpu3: **DROPPED** (kept eagle3 k=3, 2026-11-30T02:00:00Z) - acceptance dropped at position 1: 0.45 -> 0.38 "
+            "(drafted 12000 kept, 12000 now); mean acceptance length 2.35 -> 2.28") in md
+    assert "- gpu4: **not judged** (kept configuration) - acceptance not judged: no acceptance was stored" in md
+    assert "| gpu3 | reasoning | 1 | 0.450 | 0.380 | 0.070 | 12000 / 12000 | 1e-30 (0.005) | **yes** |" in md
+    assert "| gpu3 | reasoning | 0 | 0.600 | 0.600 | 0.000 | 12000 / 12000 | 0.5 (0.005) | no |" in md
+
+
+def test_markdown_of_switch_and_nightly_records_together():
+    md = _report.markdown([REC, _nightly(dict(WATCH_DROP, dropped=False, line="acceptance within noise"))], "t")
+    assert "| gpu1 | vllm | m | reasoning | ngram k=5 | **rolled back** |" in md
+    assert "- gpu1: ROLLED BACK ngram k=5" in md
+    assert "- gpu3: **ok** (kept eagle3 k=3, 2026-11-30T02:00:00Z) - acceptance within noise" in md
+    assert md.index("## Why") < md.index("## Nightly check") < md.index("## Acceptance watch")
+    # a report of switch records only is as it was
+    assert "Acceptance watch" not in _report.markdown([REC], "t")

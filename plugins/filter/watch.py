@@ -1,0 +1,34 @@
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filters over module_utils/_watch.py (the nightly acceptance watch) and its textfile lines in _prom.py."""
+from __future__ import annotations
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.llmops.specdec.plugins.module_utils import _prom, _watch
+
+
+def _wrap(func):
+    def call(*args, **kwargs):
+        try:
+            return func(*args, **kwargs)
+        except (_watch.WatchError, KeyError, TypeError, ValueError) as exc:
+            raise AnsibleFilterError("%s: %s" % (func.__name__, exc))
+    call.__name__ = func.__name__
+    return call
+
+
+def acceptance_summary(bench):
+    return _watch.summarize(bench)
+
+
+def acceptance_watch(now, stored, running_unit=None, settings=None):
+    return _watch.watch(stored, now, running_unit, settings)
+
+
+def acceptance_textfile(watch, labels=None, timestamp=None):
+    return _prom.acceptance_textfile(watch, labels, timestamp)
+
+
+class FilterModule:
+    def filters(self):
+        return {func.__name__: _wrap(func) for func in (acceptance_summary, acceptance_watch, acceptance_textfile)}
