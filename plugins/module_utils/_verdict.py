@@ -82,11 +82,20 @@ def _number(kind, key, value):
 
 
 def thresholds(overrides=None):
-    """Defaults merged with operator overrides, validated as finite non-negative numbers (no booleans)."""
+    """Defaults merged with operator overrides, validated as finite non-negative numbers (no booleans).
+
+    ``by_level``: ``{concurrency: {threshold: value}}``, bars that differ at one level (the tuner's
+    schedule must only be 'not slower' where it does not draft); :func:`at_level` applies them.
+    """
     merged = dict(DEFAULT_THRESHOLDS)
     if overrides is not None and not isinstance(overrides, dict):
         raise VerdictError("thresholds must be a mapping, got %r" % (overrides,))
-    for key, value in (overrides or {}).items():
+    overrides = dict(overrides or {})
+    by_level = overrides.pop("by_level", None) or {}
+    if not isinstance(by_level, dict):
+        raise VerdictError("thresholds by_level must be a mapping of concurrency to thresholds, got %r" % (by_level,))
+    merged.update(_by_level(by_level) if by_level else {})
+    for key, value in overrides.items():
         if key not in DEFAULT_THRESHOLDS:
             raise VerdictError(
                 "unknown threshold %r; allowed: %s" % (key, ", ".join(sorted(DEFAULT_THRESHOLDS))))
@@ -99,6 +108,29 @@ def thresholds(overrides=None):
             raise VerdictError("threshold max_error_rate is a share and must be <= 1, got %s" % value)
         merged[key] = value
     return merged
+
+
+def _by_level(by_level):
+    out = {}
+    for level, values in by_level.items():
+        try:
+            key = int(level)
+        except (TypeError, ValueError):
+            raise VerdictError("thresholds by_level keys are concurrency levels, got %r" % (level,))
+        if isinstance(level, bool) or key < 1:
+            raise VerdictError("thresholds by_level keys are concurrency levels >= 1, got %r" % (level,))
+        if not isinstance(values, dict) or "by_level" in values:
+            raise VerdictError("thresholds by_level[%s] must be a mapping of thresholds, got %r" % (level, values))
+        checked = thresholds(values)
+        out[key] = dict((name, checked[name]) for name in values if values[name] is not None)
+    return {"by_level": out}
+
+
+def at_level(limits, level):
+    """The thresholds that hold at one concurrency level (``by_level`` applied)."""
+    out = dict((k, v) for k, v in limits.items() if k != "by_level")
+    out.update((limits.get("by_level") or {}).get(int(level), {}))
+    return out
 
 
 _PLAN_RANGES = {
@@ -607,7 +639,7 @@ def decide(baseline, candidate, overrides=None, plan_overrides=None, max_tokens=
     result = {"thresholds": limits, "plan": settings, "invalid": [], "next": None}
 
     invalid = [{"side": "baseline", "level": level, "why": why}
-               for level in common for why in _level_problems(base_fig[level], base_acc[level], limits, limit_tokens)]
+               for level in common for why in _level_problems(base_fig[level], base_acc[level], at_level(limits, level), limit_tokens)]
     cand_acc = {level: _new_acc() for level in common}
     passed = {}
     planned_final = len(settings["rounds"]) == 1
@@ -622,7 +654,7 @@ def decide(baseline, candidate, overrides=None, plan_overrides=None, max_tokens=
         cand_fig = {level: _figures(cand_acc[level]) for level in common}
         invalid_now = invalid + [
             {"side": "candidate", "level": level, "why": why}
-            for level in common for why in _level_problems(cand_fig[level], cand_acc[level], limits, limit_tokens)]
+            for level in common for why in _level_problems(cand_fig[level], cand_acc[level], at_level(limits, level), limit_tokens)]
         result.update(round=k, requests={level: cand_fig[level]["ok"] + cand_fig[level]["errors"] for level in common},
                       elapsed_s=_elapsed(cand_acc))
         if invalid_now:
@@ -630,7 +662,7 @@ def decide(baseline, candidate, overrides=None, plan_overrides=None, max_tokens=
         checks = []
         for level in common:
             checks.extend(_level_checks(level, base_fig[level], cand_fig[level], base_acc[level], cand_acc[level],
-                                        limits, settings, a_keep, passed))
+                                        at_level(limits, level), settings, a_keep, passed))
         alpha_spent += a_keep
         result["alpha_spent"] = alpha_spent
         if any(c["status"] == "fail" for c in checks):

@@ -13,6 +13,8 @@ description:
     and writes, into O(dest), C(results.json) (this run), C(history.jsonl) (every run appended),
     C(report.md) (a table and the reason for each verdict) and C(chart.png) (baseline against candidate
     output tok/s and TPOT per host and prompt suite).
+  - A record of a tuning run (C(playbooks/tune.yml)) adds its K grid to C(report.md) and a heat map
+    C(tune-HOST.png) (K by concurrency, speed-up against the baseline, the chosen K marked).
   - Meant to run on the controller, in a play on C(localhost).
   - Every file is written atomically (a reader never sees half of one), with mode C(0644).
 options:
@@ -75,6 +77,12 @@ png:
   description: Path of the chart, or null when it was not drawn.
   returned: always
   type: str
+tune_png:
+  description: Paths of the tuning heat maps drawn (one per tuning record).
+  returned: always
+  type: list
+  elements: str
+  sample: ["/srv/specdec-report/tune-gpu1.png"]
 """
 
 import datetime
@@ -84,11 +92,27 @@ import os
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible.module_utils.common.text.converters import to_native
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _files, _report
+from ansible_collections.llmops.specdec.plugins.module_utils import _files, _report, _tune
+
+
+def _heatmaps(records, dest):
+    """(changed, paths) of the tuning heat maps; a host name is made safe for a file name."""
+    changed, paths = False, []
+    for rec in records:
+        if not rec.get("tune"):
+            continue
+        data = _tune.heatmap_png(rec)
+        if data is None:
+            continue
+        name = "".join(c if c.isalnum() or c in "-_." else "_" for c in str(rec.get("host", "host"))).lstrip(".")
+        path = os.path.join(dest, "tune-%s.png" % (name or "host"))
+        changed |= _files.write_if_changed(path, data)
+        paths.append(path)
+    return changed, paths
 
 
 def _write(module, records, markdown, dest, paths):
-    """Write every file of the report; return (changed, png path or None)."""
+    """Write every file of the report; return (changed, png path or None, tuning heat map paths)."""
     os.makedirs(dest, exist_ok=True)
     changed = _files.write_if_changed(paths["json"], json.dumps(records, indent=2, sort_keys=True) + "\n")
     changed |= _files.write_if_changed(paths["markdown"], markdown)
@@ -102,7 +126,8 @@ def _write(module, records, markdown, dest, paths):
             if data is not None:
                 changed |= _files.write_if_changed(paths["png"], data)
                 png = paths["png"]
-    return changed, png
+    tune_changed, tune_png = _heatmaps(records, dest) if module.params["chart"] and _tune.Figure is not None else (False, [])
+    return changed | tune_changed, png, tune_png
 
 
 def main():
@@ -118,15 +143,16 @@ def main():
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     try:
         lines = [_report.verdict_line(r) for r in records]
-        markdown = _report.markdown(records, now)
+        markdown = _report.markdown(records, now) + _tune.markdown(records)
     except KeyError as exc:
         module.fail_json(msg="record without %s; pass spec_switch_record of each host" % exc)
     paths = {k: os.path.join(dest, f) for k, f in (("markdown", "report.md"), ("json", "results.json"), ("png", "chart.png"), ("history", "history.jsonl"))}
-    result = {"changed": False, "lines": lines, "markdown": paths["markdown"], "json": paths["json"], "png": None}
+    result = {"changed": False, "lines": lines, "markdown": paths["markdown"], "json": paths["json"], "png": None,
+              "tune_png": []}
     if module.check_mode:
         module.exit_json(**result)
     try:
-        result["changed"], result["png"] = _write(module, records, markdown, dest, paths)
+        result["changed"], result["png"], result["tune_png"] = _write(module, records, markdown, dest, paths)
     except OSError as exc:
         module.fail_json(msg="cannot write the report into %s: %s" % (dest, to_native(exc)), **result)
     module.exit_json(**result)

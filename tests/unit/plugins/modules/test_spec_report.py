@@ -104,3 +104,23 @@ def test_record_without_a_required_key_fails_naming_it(tmp_path):
     res = run({"records": [rec], "dest": str(tmp_path)}, expect=FailJson)
     assert "outcome" in res["msg"] and "spec_switch_record" in res["msg"]
     assert not (tmp_path / "results.json").exists()
+
+
+TUNE = {"method": "eagle3", "levels": [1, 8], "schedule_text": "1-2:3,3+:1", "loads": 3, "max_loads": 5, "restarts": 3,
+        "grid": {"1": {"1": {"ratio": 1.3, "ci": [1.25, 1.35]}, "8": {"ratio": 1.1, "ci": [1.05, 1.15]}},
+                 "3": {"1": {"ratio": 1.45, "ci": [1.4, 1.5]}, "8": {"ratio": 0.95, "ci": [0.9, 1.0]}}},
+        "choice": {"1": {"k": 3, "ratio": 1.45, "ci": [1.4, 1.5], "best_k": 3},
+                   "8": {"k": 1, "ratio": 1.1, "ci": [1.05, 1.15], "best_k": 1}}}
+
+
+def test_a_tuning_record_adds_its_grid_and_a_heat_map(tmp_path):
+    pytest.importorskip("matplotlib")
+    tuned = dict(REC, host="../gpu3", outcome="kept", decision="keep", speedup=1.3, label="eagle3 schedule", tune=TUNE)
+    res = run({"records": [REC, tuned], "dest": str(tmp_path)})
+    # The host name cannot leave dest.
+    assert res["tune_png"] == [str(tmp_path / "tune-_gpu3.png")]
+    assert (tmp_path / "tune-_gpu3.png").read_bytes().startswith(b"\x89PNG")
+    text = (tmp_path / "report.md").read_text()
+    assert "## Tuning eagle3 on ../gpu3" in text and "| 3 | x1.45 [1.40, 1.50] | x0.95 [0.90, 1.00] |" in text
+    again = run({"records": [REC, tuned], "dest": str(tmp_path)})
+    assert again["tune_png"] == res["tune_png"]
