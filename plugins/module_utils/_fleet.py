@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _server, _verdict
+from ansible_collections.llmops.specdec.plugins.module_utils import _gate, _http, _server, _verdict
 
 __all__ = ["FleetError", "count", "probe_target", "guard_plan", "guard", "outcome", "DRAINED", "SERVER_DEFAULTS"]
 
@@ -114,6 +114,21 @@ def probe_target(hv):
     return {"url": url, "engine": engine, "unit": hv.get("spec_server_unit") or SERVER_DEFAULTS["unit"] % engine, "model": model}
 
 
+def check_probe_inputs(host, hv):
+    """The values the probe itself sends, judged as the server role's gate judges them, before any probe:
+    a hostile port or key is refused naming its field, not reported as a service that does not answer."""
+    port = hv.get("spec_server_port")
+    if not _unset(port):
+        try:
+            _gate.integer("spec_server_port", port, 1, 65535)
+        except _gate.GateError as exc:
+            raise FleetError("%s: %s" % (host, exc)) from None
+    key = hv.get("spec_server_api_key")
+    problem = _http.api_key_problem(key) if isinstance(key, str) else None
+    if problem:
+        raise FleetError("%s: spec_server_%s" % (host, problem))
+
+
 def _first_serial(serial):
     if isinstance(serial, (list, tuple)):
         serial = serial[0] if serial else None
@@ -149,6 +164,7 @@ def guard_plan(hostvars, hosts, batch, max_out_of_service=None, max_fail_percent
         if not _bool("specdec_in_service of %s" % host, hv.get("specdec_in_service"), True):
             drained.append(host)
         else:
+            check_probe_inputs(host, hv)
             probes[host] = probe_target(hv)
     probed = list(probes)
     # Host k of a batch of b probes hosts k, k+b, k+2b...: the batch probes the fleet in about N/b round trips.

@@ -91,6 +91,20 @@ def test_plan_refuses_a_policy_it_cannot_read():
         _fleet.guard_plan(fleet(flt_2={"specdec_in_service": "maybe"}), HOSTS, HOSTS)
 
 
+def test_plan_refuses_a_hostile_port_or_key_naming_the_field_and_never_the_key():
+    with pytest.raises(_fleet.FleetError, match="flt-2: spec_server_port must be between 1 and 65535, got 70000"):
+        _fleet.guard_plan(fleet(flt_2={"spec_server_port": 70000}), HOSTS, HOSTS)
+    with pytest.raises(_fleet.FleetError, match="spec_server_port must be an integer"):
+        _fleet.guard_plan(fleet(flt_2={"spec_server_port": "80\nExecStartPre=/bin/id"}), HOSTS, HOSTS)
+    with pytest.raises(_fleet.FleetError, match=r"flt-1: spec_server_api_key contains a carriage return \(U\+000D\)") as err:
+        _fleet.guard_plan(fleet(flt_1={"spec_server_api_key": "sk-secret\r\n"}), HOSTS, HOSTS)
+    assert "sk-secret" not in str(err.value)
+    # Drained hosts are not probed, so not judged here; a good key and a port as text pass.
+    plan = _fleet.guard_plan(fleet(flt_1={"spec_server_api_key": "sk-ok", "spec_server_port": "8001"},
+                                   flt_2={"specdec_in_service": False, "spec_server_port": 0}), HOSTS, HOSTS)
+    assert plan["drained"] == ["flt-2"] and plan["probes"]["flt-1"]["url"].endswith(":8001")
+
+
 def test_serial_in_inventory_is_caught_on_the_first_batch_only():
     # molecule/fleet: specdec_serial=1 in inventory, so the play header made one batch of four.
     plan = _fleet.guard_plan(fleet(), HOSTS, HOSTS, serial="1")
