@@ -1,6 +1,8 @@
 """`python3 -m sglang.launch_server ...`: flags, speculative checks, schedulers, readiness."""
 import argparse
+import bisect
 import json
+import math
 import os
 import sys
 import threading
@@ -47,7 +49,7 @@ def build_parser():
     p.add_argument("--gpu-id-step", type=int, default=1)
     p.add_argument("--page-size", type=int)
     p.add_argument("--watchdog-timeout", type=float)
-    for flag in ("--disable-cuda-graph", "--disable-radix-cache", "--enable-torch-compile", "--log-requests",
+    for flag in ("--disable-cuda-graph", "--disable-cuda-graph-padding", "--disable-radix-cache", "--enable-torch-compile", "--log-requests",
                  "--enable-dp-attention", "--skip-server-warmup", "--enable-cache-report", "--show-time-cost",
                  "--disable-overlap-schedule", "--enable-mixed-chunk"):
         p.add_argument(flag, action="store_true")
@@ -128,8 +130,10 @@ def check_speculative(args, warn):
         if args.speculative_eagle_topk == 1 and args.speculative_num_draft_tokens != args.speculative_num_steps + 1:
             warn("speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when speculative_eagle_topk == 1")
             args.speculative_num_draft_tokens = args.speculative_num_steps + 1
-        shape = SpecShape(profile_key, args.speculative_num_steps, args.speculative_num_draft_tokens - 1,
-                          args.speculative_eagle_topk)
+        # With adaptive tiers a step may run any candidate: the draft buffers span the largest.
+        depth = schedule.max_steps if schedule is not None else args.speculative_num_steps
+        verify = depth if schedule is not None else args.speculative_num_draft_tokens - 1
+        shape = SpecShape(profile_key, depth, verify, args.speculative_eagle_topk)
     else:  # NGRAM
         lo, hi = args.speculative_ngram_min_match_window_size, args.speculative_ngram_max_match_window_size
         if lo < 1 or lo > hi:
@@ -144,13 +148,14 @@ def check_speculative(args, warn):
                             % args.speculative_num_draft_tokens)
         depth = args.speculative_num_draft_tokens - 1
         shape = SpecShape(profile_key, depth, depth, 1)
-    # [(start, end, k)] per batch band as SGLang's adaptive slots start (None: a fixed k).
+    # AdaptiveTiers [(start, end, k)] per batch tier (None: a fixed k); SpecShape.k_for_batch reads it.
     shape.schedule = schedule
     return shape
 
 
 def _adaptive(args, name, warn):
-    """speculative_hook._maybe_disable_adaptive, then _init_adaptive_speculative_params."""
+    """speculative_hook._maybe_disable_adaptive, then _init_adaptive_speculative_params; the tiers as
+    EAGLEWorkerV2 runs them (AdaptiveTiers), or None when adaptive is switched off."""
     reason = None
     if name not in ("EAGLE", "EAGLE3"):
         reason = "speculative_algorithm=%s (only EAGLE/EAGLE3 are supported)" % name
@@ -169,8 +174,8 @@ def _adaptive(args, name, warn):
         warn("speculative_adaptive disabled: %s. Falling back to static speculative params." % reason)
         args.speculative_adaptive = False
         return None
-    slots = _load_adaptive_config(args.speculative_adaptive_config)
-    candidates = sorted({s for steps in slots.values() for s in steps})
+    top, slots = _load_adaptive_config(args.speculative_adaptive_config)
+    candidates = sorted({s for entry in slots.values() for s in entry["candidate_steps"]})
     if args.speculative_eagle_topk is None:
         args.speculative_eagle_topk = 1
     if args.speculative_num_steps is None:
@@ -179,22 +184,24 @@ def _adaptive(args, name, warn):
         raise ArgsError("ValueError: --speculative-num-steps=%d is not in the adaptive config candidate_steps %s. "
                         "Pass one of those values." % (args.speculative_num_steps, candidates))
     args.speculative_num_draft_tokens = args.speculative_num_steps + 1
-    starts = sorted(slots)
-    out = []
-    for i, lo in enumerate(starts):
-        steps = sorted(set(slots[lo]))
-        k = args.speculative_num_steps if args.speculative_num_steps in steps else steps[len(steps) // 2]
-        out.append((lo, starts[i + 1] - 1 if i + 1 < len(starts) else None, k))
-    return out
+    return AdaptiveTiers(dict((bs, dict(top, **entry)) for bs, entry in slots.items()), args.speculative_num_steps,
+                         _decode_capture_sizes(args))
 
 
-DEFAULT_ADAPTIVE = {"1": [1, 3, 5, 7], "8": [0, 1, 3], "32": [0, 1], "64": [0]}
+# adaptive_spec_params.DEFAULT_ADAPTIVE_CONFIG (0.5.23)
+DEFAULT_ADAPTIVE = {
+    "1": {"candidate_steps": [1, 3, 5, 7], "up_hysteresis": 0.0, "down_hysteresis": -0.25, "ceiling_coeff": 0},
+    "8": {"candidate_steps": [0, 1, 3], "up_hysteresis": 0.0, "down_hysteresis": 0.0, "ceiling_coeff": 0},
+    "32": {"candidate_steps": [0, 1], "up_hysteresis": 0.0, "down_hysteresis": 0.0, "ceiling_coeff": 0},
+    "64": {"candidate_steps": [0], "up_hysteresis": 0.0, "down_hysteresis": 0.0, "ceiling_coeff": 0},
+}
 
 
 def _load_adaptive_config(path):
-    """adaptive_spec_params._load_adaptive_config: {batch start: candidate_steps}."""
+    """adaptive_spec_params._load_adaptive_config: (top-level keys, {batch start: entry}); each slot runs
+    with {**top, **entry} (AdaptiveSpeculativeParams)."""
     if path is None:
-        cfg = {k: {"candidate_steps": v} for k, v in DEFAULT_ADAPTIVE.items()}
+        cfg = DEFAULT_ADAPTIVE
     else:
         try:
             with open(path) as f:
@@ -211,11 +218,155 @@ def _load_adaptive_config(path):
         if not isinstance(steps, list) or not steps or not all(
                 isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in steps):
             raise ArgsError("ValueError: BS %s: candidate_steps must be a list of non-negative ints, got %r" % (key, steps))
-        slots[int(key)] = steps
+        slots[int(key)] = entry
     if not slots:
         raise ArgsError("ValueError: speculative_adaptive_config must contain at least one integer-string BS key, e.g. "
                         '{"1": {"candidate_steps": [1,3,7]}}. Got keys: %s' % list(cfg.keys()))
-    return slots
+    return dict((k, v) for k, v in cfg.items() if not k.isdigit()), slots
+
+
+def _gpu_mem_mib():
+    """get_device_memory_capacity: the first visible GPU's memory (MiB), None without a mock GPU config."""
+    gpus = gpumem.load_gpus()
+    visible = [i for i in gpumem.visible_gpus() if i in gpus]
+    return float(gpus[visible[0]].get("memory_total_mib", 0)) if visible else None
+
+
+def _decode_capture_sizes(args):
+    """The decode CUDA-graph batch sizes a speculative server captures (memory_hook._handle_gpu_memory_settings,
+    cuda_graph_hook.generate_decode_cuda_graph_batch_sizes), None with CUDA graphs off (no padding)."""
+    if args.disable_cuda_graph:
+        return None
+    if args.cuda_graph_bs:
+        return sorted(set(args.cuda_graph_bs))
+    max_bs = args.cuda_graph_max_bs
+    if max_bs is None:
+        mem, tp = _gpu_mem_mib(), args.tp_size
+        if mem is None:
+            max_bs = 160
+        elif mem < 20 * 1024:
+            max_bs = 8
+        elif mem < 35 * 1024:
+            max_bs = 48 if tp < 4 else 160
+        elif mem < 60 * 1024:
+            max_bs = 32 if tp < 4 else 160
+        elif mem < 160 * 1024:  # H100, A100 80 GB, H20, H200
+            max_bs = 256 if tp < 4 else 512
+        else:
+            max_bs = 512
+        if args.max_running_requests is not None and max_bs > args.max_running_requests:
+            max_bs = args.max_running_requests
+    if args.disable_cuda_graph_padding:
+        sizes = list(range(1, max_bs + 1))
+    else:  # the speculative list: less padding for small batches
+        sizes = (list(range(1, 9)) + list(range(10, 33, 2)) + list(range(40, 65, 4)) + list(range(72, 257, 8))
+                 + list(range(272, max_bs + 1, 16)))
+    sizes = [b for b in sizes if b <= max_bs]
+    if max_bs not in sizes:
+        sizes.append(max_bs)
+    return sizes
+
+
+class _Slot:
+    """adaptive_spec_params.AdaptiveStepSlot: one batch tier's steps, moved by an EMA of accepted drafts."""
+
+    def __init__(self, initial_steps, cfg):
+        self.candidates = sorted(set(cfg["candidate_steps"]))
+        self.ema_alpha = cfg.get("ema_alpha", 0.2)
+        self.update_interval = cfg.get("update_interval", 5)
+        self.warmup_batches = cfg.get("warmup_batches", 10)
+        self.down_hysteresis = cfg.get("down_hysteresis", -0.25)
+        self.up_hysteresis = cfg.get("up_hysteresis", 0.0)
+        self.ceiling_coeff = cfg.get("ceiling_coeff", 0)
+        if initial_steps in self.candidates:
+            self.steps = initial_steps
+        else:
+            self.steps = self.candidates[len(self.candidates) // 2]
+        self.ema = float(self.steps - 1)
+        self.batches = 0
+
+    def update(self, batch_avg):
+        """One verified batch whose requests accepted `batch_avg` drafts on average (update)."""
+        if self.steps > 0:
+            self.ema = (1 - self.ema_alpha) * self.ema + self.ema_alpha * batch_avg
+        self.batches += 1
+        if self.batches <= self.warmup_batches or (self.batches - self.warmup_batches) % self.update_interval:
+            return
+        cands, old = self.candidates, self.steps
+        idx = start = cands.index(old)
+        if old == 0:  # probe the smallest positive step after a zero-step interval
+            idx = min(idx + 1, len(cands) - 1)
+            if cands[idx] > 0 and self.ema < 0:
+                self.ema = float(cands[idx] - 1)
+            self.steps = cands[idx]
+            return
+        while idx > 0:
+            prev = cands[idx - 1]
+            if self.ema <= (0.5 if prev == 0 else prev - 0.5) + self.down_hysteresis:
+                idx -= 1
+            else:
+                break
+        if idx == start:
+            while idx < len(cands) - 1 and self.ema > cands[idx] - 0.5 + self.up_hysteresis:
+                idx += 1
+        if self.ceiling_coeff > 0:
+            ceiling = max(1, math.ceil(self.ema * self.ceiling_coeff))
+            if cands[idx] > ceiling and cands[idx] <= old:
+                while idx > 0 and cands[idx] > ceiling:
+                    idx -= 1
+        self.steps = cands[idx]
+
+
+class AdaptiveTiers(list):
+    """SGLang's adaptive tiers as EAGLEWorkerV2 runs them: [(start, end, steps now)] per batch tier.
+
+    A step's batch is padded up to the next decode CUDA-graph size, then routed to the tier with the
+    largest start <= it (the first tier below every start): AdaptiveSpeculativeParams._route. A tier
+    with one candidate keeps it; with several, its steps follow the EMA of accepted drafts, fed by
+    every verify (on_verify_complete; the mock groups `batch` request steps into one verify). K=0 skips
+    drafting, but the step is still a (1-token) verify: it counts in the accept length."""
+
+    zero_k_verifies = True
+
+    def __init__(self, slots, initial_steps, capture=None):
+        self._starts = sorted(slots)
+        self._slots = dict((bs, _Slot(initial_steps, slots[bs])) for bs in self._starts)
+        self.capture = capture
+        self.max_steps = max(c for slot in self._slots.values() for c in slot.candidates)
+        self._pending = dict((bs, [0, 0]) for bs in self._starts)
+        self._lock = threading.Lock()
+        list.__init__(self, self._bands())
+
+    def _bands(self):
+        last = len(self._starts) - 1
+        return [(lo, None if i == last else self._starts[i + 1] - 1, self._slots[lo].steps)
+                for i, lo in enumerate(self._starts)]
+
+    def tier(self, batch):
+        """The tier start a batch of `batch` requests runs in (_pad_to_cuda_graph_bs, _find_closest_bs)."""
+        if self.capture:
+            idx = bisect.bisect_left(self.capture, batch)
+            batch = self.capture[idx] if idx < len(self.capture) else batch
+        idx = bisect.bisect_right(self._starts, batch) - 1
+        return self._starts[max(0, idx)]
+
+    def k_for_batch(self, batch):
+        return self._slots[self.tier(batch)].steps
+
+    def observe(self, batch, k, accepted):
+        with self._lock:
+            lo = self.tier(batch)
+            pending = self._pending[lo]
+            pending[0] += accepted
+            pending[1] += 1
+            if pending[1] < batch:
+                return
+            slot = self._slots[lo]
+            before = slot.steps
+            slot.update(pending[0] / float(pending[1]))
+            self._pending[lo] = [0, 0]
+            if slot.steps != before:
+                self[:] = self._bands()
 
 
 def _one_step(args, name, warn):

@@ -24,7 +24,7 @@ SCALARS = (
     "step_ms", "batch_alpha", "spec_batch_alpha", "noise", "prefill_ms_base",
     "prefill_ms_per_token", "verify_ms_per_token", "draft_ms", "draft_ms_per_token",
     "accept_fresh", "accept_repetitive", "accept_decay", "repetition_curve",
-    "accept_cap", "repetition_floor",
+    "accept_cap", "repetition_floor", "compute_ms_per_token",
     "jitter", "straggler_p", "straggler_factor", "drift_per_min", "drift_epoch", "noise_seed",
 )
 
@@ -44,6 +44,8 @@ DEFAULTS = {
     "repetition_curve": 0.5,
     "repetition_floor": 0.1,
     "accept_cap": 0.98,
+    # the compute-bound floor of a speculative step (0: off, every step memory-bound; README "Batch")
+    "compute_ms_per_token": 0.0,
     # noise, all off by default (the calibrated figures are noise-free)
     "jitter": 0.0,
     "straggler_p": 0.0,
@@ -113,13 +115,67 @@ def resolve(profile, engine, method_key, override=None):
 
 class SpecShape:
     """What one speculative step does: `depth` chained draft positions (the most that can
-    be accepted), `verify_tokens` positions scored by the target, `topk` tree width."""
+    be accepted), `verify_tokens` positions scored by the target, `topk` tree width.
 
-    def __init__(self, method_key, depth, verify_tokens=None, topk=1):
+    `schedule` (None: the same K every step) is the engine's batch-size schedule as the engine runs
+    it: a list of (start, end, k) bands with the engine's own `k_for_batch(batch)` (vLLM's dense
+    lookup, vllm_spec.Schedule; SGLang's adaptive tiers, sglang_cli.AdaptiveTiers) and, optionally,
+    `observe(batch, k, accepted)` (what the engine learns from a verify) and `zero_k_verifies`
+    (True where a K=0 step still counts as a verify in the engine's metrics, as SGLang's does).
+    `depth` is then the largest K any band can run (vLLM: num_speculative_tokens)."""
+
+    def __init__(self, method_key, depth, verify_tokens=None, topk=1, schedule=None):
         self.method_key = method_key
         self.depth = int(depth)
         self.verify_tokens = int(verify_tokens if verify_tokens is not None else depth)
         self.topk = max(1, int(topk))
+        self.schedule = schedule
+
+    def k_for_batch(self, running):
+        """K drafted at an engine step with `running` requests in the batch: the one place the timing
+        model asks. The schedule's band (engine rules), capped at `depth`; `depth` without a schedule."""
+        if not self.schedule:
+            return self.depth
+        return max(0, min(self.depth, int(self.schedule.k_for_batch(max(1, int(running))))))
+
+    def verify_at(self, k):
+        """Positions the target scores at a step drafting `k` (0: none, a plain decode step)."""
+        if k <= 0:
+            return 0
+        return max(0, self.verify_tokens - self.depth + k)
+
+    def observe(self, running, k, accepted):
+        """Tell the schedule what one request's step drafted and accepted (SGLang's adaptive EMA)."""
+        hook = getattr(self.schedule, "observe", None)
+        if hook is not None:
+            hook(max(1, int(running)), k, accepted)
+
+    def counts_step(self, k):
+        """Whether the engine's spec-decode metrics count a step that drafted `k`: vLLM counts a draft
+        only where tokens were proposed; SGLang's K=0 step is a trivial verify (accept length 1)."""
+        return k > 0 or bool(getattr(self.schedule, "zero_k_verifies", False))
+
+
+class StepDraft:
+    """`Decoder.spec`, what the server reads after each step (server.py `_Generation.run`): the shape's
+    attributes, with `depth` = the K this request's latest step drafted, and false when the engine
+    does not count that step as a draft (vLLM's K=0 band), so the per-position counters move exactly
+    with the K used."""
+
+    def __init__(self, shape):
+        self.shape = shape
+        self.depth = shape.depth
+        self.counted = True
+
+    def __getattr__(self, name):
+        return getattr(self.shape, name)
+
+    def __bool__(self):
+        return self.counted
+
+    def took(self, k):
+        self.depth = k
+        self.counted = self.shape.counts_step(k)
 
 
 class Decoder:
@@ -127,7 +183,8 @@ class Decoder:
 
     def __init__(self, params, spec, prompt_text, rng, index=None):
         self.p = params
-        self.spec = spec
+        self.shape = spec
+        self.spec = StepDraft(spec) if spec else None
         self.rng = rng
         self.r = repetitiveness(prompt_text)
         self.accept = self._acceptance() if spec else []
@@ -143,46 +200,59 @@ class Decoder:
         floor = min(p["repetition_floor"], 0.99)
         r = max(0.0, (self.r - floor) / (1.0 - floor))
         base = p["accept_fresh"] + (p["accept_repetitive"] - p["accept_fresh"]) * (r ** p["repetition_curve"])
-        if self.spec.topk > 1:
+        if self.shape.topk > 1:
             # A tree of topk candidates per level raises the chance one of them matches.
-            base = 1.0 - (1.0 - base) ** (self.spec.topk ** 0.5)
-        return [max(0.0, min(p["accept_cap"], base * p["accept_decay"] ** i)) for i in range(self.spec.depth)]
+            base = 1.0 - (1.0 - base) ** (self.shape.topk ** 0.5)
+        return [max(0.0, min(p["accept_cap"], base * p["accept_decay"] ** i)) for i in range(self.shape.depth)]
 
     def prefill_seconds(self, prompt_tokens):
         ms = self.p["prefill_ms_base"] + self.p["prefill_ms_per_token"] * prompt_tokens
         return ms * self.scale * drift_factor(self.p) / 1000.0
 
-    def step_ms(self, running):
-        """Expected milliseconds of one decode step with `running` requests in decode (no noise)."""
+    def k_for_batch(self, running):
+        """K of a step with `running` requests in the batch (0 without speculation)."""
+        return self.shape.k_for_batch(running) if self.shape else 0
+
+    def step_ms(self, running, k=None):
+        """Expected milliseconds of one decode step with `running` requests in decode (no noise), drafting
+        `k` (default: what the schedule gives at this batch); k=0 is a plain decode step."""
         p = self.p
         n = max(1, running)
+        k = self.k_for_batch(n) if k is None else k
         ms = p["step_ms"] * (1.0 + p["batch_alpha"] * (n - 1))
-        if self.spec:
-            # Drafting and verifying k extra positions for every running request: cheap while the
-            # step is memory-bound, growing with the batch as it becomes compute-bound.
-            overhead = (p["draft_ms"] + p["draft_ms_per_token"] * self.spec.depth
-                        + p["verify_ms_per_token"] * self.spec.verify_tokens)
+        if self.shape and k > 0:
+            verify = self.shape.verify_at(k)
+            # Scoring 1 + verify positions for every running request: hidden under the memory-bound
+            # step until the batch's positions make it compute-bound (the roofline), ...
+            ms = max(ms, p["compute_ms_per_token"] * n * (1 + verify))
+            # ... plus drafting and verification bookkeeping, growing with the batch.
+            overhead = p["draft_ms"] + p["draft_ms_per_token"] * k + p["verify_ms_per_token"] * verify
             ms += overhead * (1.0 + p["spec_batch_alpha"] * (n - 1))
         return ms
 
     def step(self, running):
-        """One decode step: (seconds, accepted draft tokens). Emits 1 + accepted tokens."""
+        """One decode step: (seconds, accepted draft tokens). Emits 1 + accepted tokens. Drafts the K
+        the schedule gives at `running` (self.spec.depth afterwards), none at K=0."""
         p = self.p
-        ms = self.step_ms(running)
+        k = self.k_for_batch(running)
+        ms = self.step_ms(running, k)
         accepted = 0
-        if self.spec:
-            for prob in self.accept:  # stop at the first rejected position
+        if self.shape:
+            for prob in self.accept[:k]:  # stop at the first rejected position
                 if self.rng.random() >= prob:
                     break
                 accepted += 1
+            self.spec.took(k)
+            self.shape.observe(running, k, accepted)
         if p["noise"]:
             ms *= max(0.05, 1.0 + p["noise"] * (2.0 * self.rng.random() - 1.0))
         ms *= self.scale * drift_factor(p)
         return ms / 1000.0, accepted
 
-    def expected_tokens_per_step(self):
+    def expected_tokens_per_step(self, k=None):
+        """E[1 + accepted] of a step drafting `k` (default: the full depth)."""
         total, run = 1.0, 1.0
-        for prob in self.accept:
+        for prob in self.accept[:len(self.accept) if k is None else k]:
             run *= prob
             total += run
         return total
@@ -190,7 +260,9 @@ class Decoder:
 
 def expected_speedup(base_params, spec_params, spec, prompt_text, running):
     """Decode tok/s per stream with speculation over without, at `running` requests in decode (no noise):
-    E[tokens per step] * base step / speculative step. Above 1 speculation wins at that batch size."""
+    E[tokens per step] * base step / speculative step, at the K the schedule gives at that batch
+    (x1 exactly in a K=0 band). Above 1 speculation wins at that batch size."""
     base = Decoder(base_params, None, prompt_text, random.Random(0), index=0)
     cand = Decoder(spec_params, spec, prompt_text, random.Random(0), index=0)
-    return cand.expected_tokens_per_step() * base.step_ms(running) / cand.step_ms(running)
+    k = cand.k_for_batch(running)
+    return cand.expected_tokens_per_step(k) * base.step_ms(running) / cand.step_ms(running, k)

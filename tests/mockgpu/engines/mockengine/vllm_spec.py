@@ -214,7 +214,7 @@ def schedule(spec, data_parallel_size, v2_runner, warn):
     if out[0][0] != 1:
         raise ConfigError("ValueError: The first batch-size range must start at 1 so every runtime batch size has a "
                           "defined schedule.")
-    return [(lo, hi, min(k, nst)) for lo, hi, k in out]  # the dense lookup caps every k at num_speculative_tokens
+    return Schedule((lo, hi, min(k, nst)) for lo, hi, k in out)  # the dense lookup caps every k at num_speculative_tokens
 
 
 def k_for_batch(sched, batch):
@@ -225,3 +225,14 @@ def k_for_batch(sched, batch):
             break
         k = bk
     return k
+
+
+class Schedule(list):
+    """[(start, end, k)] as the scheduler runs it (Scheduler.dynamic_sd_lookup): each step drafts
+    dynamic_sd_lookup[number of scheduled requests]; a K=0 step schedules no draft tokens, so
+    make_spec_decoding_stats counts no draft (no num_drafts, no per-position counts)."""
+
+    zero_k_verifies = False
+
+    def k_for_batch(self, batch):
+        return k_for_batch(self, batch)

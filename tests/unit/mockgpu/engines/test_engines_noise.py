@@ -32,7 +32,7 @@ def test_noise_is_off_by_default_so_the_calibrated_figures_stay():
     assert d.step(1)[0] == pytest.approx(12.2e-3)
     mtp = params("mtp")
     shape = timing.SpecShape("mtp", 1)
-    # the c=1 speed-ups the calibration table shows (README): n-gram x0.51, EAGLE-3 x0.71, MTP x1.2 on reasoning
+    # the c=1 speed-ups the calibration table shows (README): n-gram x0.51, MTP x1.2 on reasoning (EAGLE-3: test_engines_schedule)
     assert timing.expected_speedup(p, params("ngram"), timing.SpecShape("ngram", 5), REASONING, 1) == pytest.approx(0.51, abs=0.01)
     assert timing.expected_speedup(p, mtp, shape, REASONING, 1) == pytest.approx(1.21, abs=0.02)
 
