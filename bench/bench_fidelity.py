@@ -13,13 +13,16 @@ one after the other, and is judged on:
   clocks CLOCK_MONOTONIC) and the CPU spent by then.
 
 Clients: `ours` (the spec_bench module itself, run as Ansible runs it: a process with an args
-file; streaming over http.client), `ours-ansible_urls` and `ours-open_url` (the same measurement core
+file; streaming over http.client on kept-alive connections), `ours-fresh` (the same module with a
+connection per request, as it was before issue 14), `ours-ansible_urls` and `ours-open_url` (the same measurement core
 over ansible.module_utils.urls: a Request with one shared SSL context, and open_url() per request;
 they justify the transport choice), `vllm` (`vllm bench serve`, .build/venv-vllm) and `sglang`
 (`python -m sglang.bench_serving`, .build/venv-sglang; --backend vllm and sglang-oai).
 
     .venv/bin/python bench/bench_fidelity.py                    # all scenarios, all clients found
     .venv/bin/python bench/bench_fidelity.py --scenarios c32 --clients ours,vllm
+    .venv/bin/python bench/bench_fidelity.py --scenarios c1,c32 --clients ours,ours-fresh --arrivals kernel,parsed
+--arrivals picks how the server stamps a request's arrival (bench/timed_server.py --arrival).
 Results: bench/results/fidelity.json (and a markdown table on stdout).
 """
 
@@ -58,7 +61,7 @@ SCENARIOS = {
 
 
 class TimedServer:
-    def __init__(self, sc):
+    def __init__(self, sc, arrival='kernel'):
         self.tmp = tempfile.mkdtemp(prefix='timed-')
         pf = os.path.join(self.tmp, 'port')
         args = [
@@ -80,6 +83,8 @@ class TimedServer:
             MODEL,
             '--lifetime',
             '1200',
+            '--arrival',
+            arrival,
         ]
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL)
         for _attempt in range(200):
@@ -145,6 +150,30 @@ def cmd_ours(sc, url, n, tmp):
         json.dump({'ANSIBLE_MODULE_ARGS': args}, f)
     env = dict(os.environ, PYTHONPATH=COLLECTIONS)
     return [sys.executable, os.path.join(REPO, 'plugins', 'modules', 'spec_bench.py'), path], env
+
+
+def cmd_ours_fresh(sc, url, n, tmp):
+    """The module as `ours` runs it, but with a connection per request (DirectTransport(keep_alive=False))."""
+    argv, env = cmd_ours(sc, url, n, tmp)
+    return [sys.executable, os.path.abspath(__file__), '--fresh-module', argv[-1]], env
+
+
+def fresh_module_run(args_path):
+    """Run spec_bench.py as a script, its DirectTransport without keep-alive (child process of the bench)."""
+    import runpy
+
+    sys.path.insert(0, COLLECTIONS)
+    from ansible_collections.llmops.specdec.plugins.module_utils import _http
+
+    class FreshTransport(_http.DirectTransport):
+        def __init__(self, *args, **kwargs):
+            kwargs['keep_alive'] = False
+            super().__init__(*args, **kwargs)
+
+    _http.DirectTransport = FreshTransport
+    module = os.path.join(REPO, 'plugins', 'modules', 'spec_bench.py')
+    sys.argv = [module, args_path]
+    runpy.run_path(module, run_name='__main__')
 
 
 def read_ours(tmp):
@@ -331,6 +360,7 @@ def read_sglang(tmp):
 
 CLIENTS = {
     'ours': (cmd_ours, read_ours, None),
+    'ours-fresh': (cmd_ours_fresh, read_ours, None),
     'ours-ansible_urls': (cmd_variant('ansible_urls'), read_ours, None),
     'ours-open_url': (cmd_variant('open_url'), read_ours, None),
     'vllm': (cmd_vllm, read_vllm, VENV_VLLM),
@@ -434,6 +464,8 @@ def judge(sc, name, r):
         'server_tpot_ms': srv['tpot_ms_mean'],
         'server_late_ms_mean': srv['late_ms_mean'],
         'server_late_ms_p99': srv['late_ms_p99'],
+        'server_connections': srv.get('connections'),
+        'server_requests': srv['requests'],
     }
 
 
@@ -480,37 +512,43 @@ def variant_run(spec):
 
 
 def table(path):
-    """The markdown table of a results file (bench/README.md quotes it)."""
+    """The markdown table of a results file (bench/README.md quotes it).
+
+    Rows of a run with --arrivals name their arrival stamp beside the scenario, and rows that carry the
+    server's connection count get a last column with it (connections / requests the server saw).
+    """
     rows = json.load(open(path))
+    conns = any(r.get('server_connections') is not None for r in rows)
     print(
         '| scenario | client | TTFT ms (err; vs server) | TPOT ms (err; vs server) | tok/s (err) | tok/req reported / served '
-        '| CPU ms per 1k tok | start-up s (CPU s) |'
+        '| CPU ms per 1k tok | start-up s (CPU s) |' + (' server conns / requests |' if conns else '')
     )
-    print('|---|---|---|---|---|---|---|---|')
+    print('|---|---|---|---|---|---|---|---|' + ('---|' if conns else ''))
     for r in rows:
+        scenario = r['scenario'] + (' ' + r['arrival'] if r.get('arrival') else '')
         if 'error' in r:
-            print('| %s | %s | failed: %s |||||| ' % (r['scenario'], r['client'], r['error'].splitlines()[-1][:80]))
+            print('| %s | %s | failed: %s |||||| ' % (scenario, r['client'], r['error'].splitlines()[-1][:80]))
             continue
-        print(
-            '| %s | %s | %.2f (%+.1f%%; %+.1f%%) | %.3f (%+.3f%%; %+.3f%%) | %.1f (%+.2f%%) | %.0f / %.0f | %.0f | %.1f (%.1f) |'
-            % (
-                r['scenario'],
-                r['client'],
-                r['ttft_ms'],
-                r['ttft_err_pct'],
-                r['ttft_err_vs_server_pct'],
-                r['tpot_ms'],
-                r['tpot_err_pct'],
-                r['tpot_err_vs_server_pct'],
-                r['tok_s'],
-                r['tok_s_err_pct'],
-                r['tokens_per_req_reported'],
-                r['tokens_per_req_served'],
-                r['cpu_ms_per_1k_tok'],
-                r['startup_s'],
-                r['startup_cpu_s'],
-            )
+        line = '| %s | %s | %.2f (%+.1f%%; %+.1f%%) | %.3f (%+.3f%%; %+.3f%%) | %.1f (%+.2f%%) | %.0f / %.0f | %.0f | %.1f (%.1f) |' % (
+            scenario,
+            r['client'],
+            r['ttft_ms'],
+            r['ttft_err_pct'],
+            r['ttft_err_vs_server_pct'],
+            r['tpot_ms'],
+            r['tpot_err_pct'],
+            r['tpot_err_vs_server_pct'],
+            r['tok_s'],
+            r['tok_s_err_pct'],
+            r['tokens_per_req_reported'],
+            r['tokens_per_req_served'],
+            r['cpu_ms_per_1k_tok'],
+            r['startup_s'],
+            r['startup_cpu_s'],
         )
+        if conns:
+            line += ' %s / %s |' % (r.get('server_connections'), r.get('server_requests'))
+        print(line)
 
 
 def main():
@@ -519,20 +557,24 @@ def main():
     ap.add_argument('--clients', default=','.join(CLIENTS))
     ap.add_argument('--quick', action='store_true', help='halve the request counts')
     ap.add_argument('--out', default=os.path.join(RESULTS, 'fidelity.json'))
+    ap.add_argument('--arrivals', default='kernel', help='server arrival stamps to run each scenario under: kernel, parsed or both')
     ap.add_argument('--variant-run', help=argparse.SUPPRESS)
+    ap.add_argument('--fresh-module', help=argparse.SUPPRESS)
     ap.add_argument('--table', metavar='RESULTS_JSON', help='print the markdown table of a results file')
     a = ap.parse_args()
     if a.table:
         return table(a.table)
     if a.variant_run:
         return variant_run(json.loads(a.variant_run))
+    if a.fresh_module:
+        return fresh_module_run(a.fresh_module)
     os.makedirs(RESULTS, exist_ok=True)
     rows = []
-    for sname in a.scenarios.split(','):
+    for sname, arrival in [(s, arr) for s in a.scenarios.split(',') for arr in a.arrivals.split(',')]:
         sc = dict(SCENARIOS[sname])
         if a.quick:
             sc['requests'] = max(sc['conc'], sc['requests'] // 2)
-        server = TimedServer(sc)
+        server = TimedServer(sc, arrival)
         try:
             for cname in a.clients.split(','):
                 venv = CLIENTS[cname][2]
@@ -543,15 +585,16 @@ def main():
                     r = run_client(cname, sc, server, sc['requests'])
                 except Exception as exc:  # one client failing must not hide the others
                     print('FAIL %s/%s: %s' % (sname, cname, exc), flush=True)
-                    rows.append({'scenario': sname, 'client': cname, 'error': str(exc)[-2000:]})
+                    rows.append({'scenario': sname, 'arrival': arrival, 'client': cname, 'error': str(exc)[-2000:]})
                     continue
-                row = dict(judge(sc, cname, r), scenario=sname, setup=sc)
+                row = dict(judge(sc, cname, r), scenario=sname, arrival=arrival, setup=sc)
                 rows.append(row)
                 print(
-                    '%-4s %-17s TTFT %7.2f ms (%+6.2f%%, srv %+6.2f%%) TPOT %7.3f ms (%+6.3f%%, srv %+6.3f%%) '
-                    'tok/s %8.1f (%+6.2f%%) tok/req %5.1f/%5.1f  CPU %6.1f ms/1k tok  start %5.2f s (%.2f s CPU)'
+                    '%-4s %-6s %-17s TTFT %7.2f ms (%+6.2f%%, srv %+6.2f%%) TPOT %7.3f ms (%+6.3f%%, srv %+6.3f%%) '
+                    'tok/s %8.1f (%+6.2f%%) tok/req %5.1f/%5.1f  CPU %6.1f ms/1k tok  start %5.2f s (%.2f s CPU)  conns %s'
                     % (
                         sname,
+                        arrival,
                         cname,
                         row['ttft_ms'],
                         row['ttft_err_pct'],
@@ -566,6 +609,7 @@ def main():
                         row['cpu_ms_per_1k_tok'] or -1,
                         row['startup_s'] or -1,
                         row['startup_cpu_s'],
+                        row['server_connections'],
                     ),
                     flush=True,
                 )

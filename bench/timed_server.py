@@ -10,8 +10,14 @@ of k tokens looks like one speculative step. The number of tokens is max_tokens,
 when the request does not set ignore_eos (to show tools that count the requested length).
 It honours stream_options.include_usage / continuous_usage_stats as vLLM does.
 
-Deadlines run from the kernel's receive timestamp of the request's last byte (SO_TIMESTAMPNS),
-not from when this Python process got round to reading it.
+Deadlines run from the request's arrival, stamped one of two ways (--arrival):
+- kernel (default): the kernel's receive timestamp of the request's last byte (SO_TIMESTAMPNS), not when
+  this Python process got round to reading it, so its own accept and thread start-up are not charged
+  to the client;
+- parsed: when this process has parsed the request head, as an ordinary server stamps it (and as the
+  independent server of issue 14 did): a server's cost of accepting a fresh connection then shows.
+Connections are kept alive (HTTP/1.1) unless the client asks otherwise; /truth counts those that
+carried a stream.
 One thread per connection sleeping with clock_nanosleep to each deadline: wake-up error is tens of
 microseconds, where asyncio's epoll rounds timeouts up to whole milliseconds. The server records
 what it actually did; GET /truth returns it (and resets it with ?reset=1), so a client's figures
@@ -46,8 +52,13 @@ class Truth:
             self.late_ns = []
             self.tokens = 0
             self.requests = 0
+            self.connections = 0
             self.first_arrival_ns = None
             self.last_token_ns = None
+
+    def connected(self):
+        with self.lock:
+            self.connections += 1
 
     def arrived(self, t):
         with self.lock:
@@ -72,6 +83,7 @@ class Truth:
             late = sorted(self.late_ns)
             return {
                 'requests': self.requests,
+                'connections': self.connections,
                 'tokens': self.tokens,
                 'first_arrival_ns': self.first_arrival_ns,
                 'last_token_ns': self.last_token_ns,
@@ -114,6 +126,7 @@ class Handler(socketserver.StreamRequestHandler):
         for h in lines[1:]:
             k, v = (h.decode('latin-1').split(':', 1) + [''])[:2]
             headers[k.strip().lower()] = v.strip()
+        parsed = time.perf_counter_ns()
         need = int(headers.get('content-length', '0') or 0)
         while len(rest) < need:
             data, stamp = self._recv()
@@ -121,21 +134,30 @@ class Handler(socketserver.StreamRequestHandler):
                 return None
             rest += data
         self.leftover = rest[need:]
+        if self.cfg.arrival == 'parsed':
+            return parts[0], parts[1].decode(), headers, rest[:need], parsed
         now = time.perf_counter_ns()
         return parts[0], parts[1].decode(), headers, rest[:need], stamp if stamp and stamp <= now else now
 
     def handle(self):
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.leftover = b''
+        counted = False  # a connection counts once it carries a stream (not the harness's GET /truth)
         while True:
-            req = self.read_request()
+            try:
+                req = self.read_request()
+            except ConnectionError:
+                return  # the client closed with our last bytes unread (a reset): gone, as at a close
             if req is None:
                 return
             method, path, headers, body, arrived = req
             keep = headers.get('connection', '').lower() != 'close'
             if method == b'POST' and path in ('/v1/completions', '/v1/chat/completions'):
-                self.stream(json.loads(body or b'{}'), arrived, path.endswith('chat/completions'))
-                keep = False  # chunked stream ends with the connection closed after the last chunk
+                if not counted:
+                    self.truth.connected()
+                    counted = True
+                if not self.stream(json.loads(body or b'{}'), arrived, path.endswith('chat/completions'), keep):
+                    return
             elif path.startswith('/v1/models'):
                 self.send_json({'object': 'list', 'data': [{'id': self.cfg.model, 'object': 'model'}]})
             elif path.startswith('/truth'):
@@ -154,7 +176,8 @@ class Handler(socketserver.StreamRequestHandler):
         data = json.dumps(obj).encode()
         self.wfile.write(b'HTTP/1.1 %d OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n' % (status, len(data)) + data)
 
-    def stream(self, req, arrived, chat):
+    def stream(self, req, arrived, chat, keep):
+        """Stream one response; whether the connection is still usable (the client stayed)."""
         cfg = self.cfg
         self.truth.arrived(arrived)
         n = int(req.get('max_tokens') or cfg.tokens)
@@ -178,7 +201,7 @@ class Handler(socketserver.StreamRequestHandler):
         def chunk(payload):
             w(b'%x\r\n%s\r\n' % (len(payload), payload))
 
-        w(b'HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n' b'Connection: close\r\n\r\n')
+        w(b'HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n' + (b'' if keep else b'Connection: close\r\n') + b'\r\n')
         if chat:
             chunk(
                 b'data: '
@@ -215,7 +238,7 @@ class Handler(socketserver.StreamRequestHandler):
             try:
                 chunk(data)
             except OSError:
-                return
+                return False
             late.append(t - due)
             if first_ns is None:
                 first_ns = t
@@ -230,13 +253,14 @@ class Handler(socketserver.StreamRequestHandler):
                 + b'\n\n'
             )
         tail += b'data: [DONE]\n\n'
+        if first_ns is not None:
+            self.truth.add(first_ns - arrived, (last_ns - first_ns) / (n - 1) if n > 1 else None, late, n, last_ns)
         try:
             chunk(tail)
             w(b'0\r\n\r\n')
         except OSError:
-            return
-        if first_ns is not None:
-            self.truth.add(first_ns - arrived, (last_ns - first_ns) / (n - 1) if n > 1 else None, late, n, last_ns)
+            return False
+        return True
 
 
 class Server(socketserver.ThreadingTCPServer):
@@ -263,6 +287,12 @@ def main(argv=None):
     ap.add_argument('--chunk', type=int, default=1, help='tokens per SSE event after the first')
     ap.add_argument('--eos-after', type=int, default=0, help='stop after N tokens unless the request sets ignore_eos (0: never)')
     ap.add_argument('--model', default='timed-model')
+    ap.add_argument(
+        '--arrival',
+        choices=('kernel', 'parsed'),
+        default='kernel',
+        help="a request's arrival: the kernel's receive time of its last byte, or when its head is parsed here",
+    )
     ap.add_argument('--lifetime', type=float, default=1800, help='exit after this many seconds')
     ap.add_argument('--port-file', help='write the bound port here once listening')
     cfg = ap.parse_args(argv)

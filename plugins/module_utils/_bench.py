@@ -5,7 +5,9 @@
 
 Measurement design (see bench/README.md for the figures):
 - A closed loop of N worker threads per concurrency level; each worker starts its next request as
-  soon as its previous one has ended, so no request waits for another stream.
+  soon as its previous one has ended, so no request waits for another stream. Its connection stays
+  open for the next request (``_http.DirectTransport``), and the level's connections are opened
+  before its first request, as a production client's pool would hold them.
 - One request, its deadline and its SSE parsing: ``_bench_stream``; the figures: ``_bench_stats``;
   acceptance from the engine: ``_bench_accept``; HTTP: ``_http``.
 - The run is bounded: ``run_timeout`` for the whole run (requests still running then, or never
@@ -84,6 +86,7 @@ def run_level(transport, url, bodies, concurrency, requests, warmup=0, watchdog=
             except Exception as exc:  # never lose a worker: the request is counted, the loop goes on
                 results[i] = _bench_stream.client_error(exc)
 
+    _prime(transport, url, concurrency, watchdog)
     old = sys.getswitchinterval()
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     try:
@@ -105,6 +108,19 @@ def run_level(transport, url, bodies, concurrency, requests, warmup=0, watchdog=
         return measured, 0
     wall = (max(r.start_ns + r.end_ns for r in started) - min(r.start_ns for r in started))
     return measured, wall
+
+
+def _prime(transport, url, concurrency, watchdog):
+    """Open the level's connections before its first request, on a transport that keeps them alive.
+
+    Every wave after the first reuses its streams' connections; primed, the first wave does too, so
+    no request of the level makes the server accept a connection while it is timed.
+    """
+    prime = getattr(transport, 'prime', None)
+    if prime is None or (watchdog is not None and watchdog.run_over()):
+        return
+    timeout = getattr(transport, 'timeout', None)
+    prime(url, concurrency, watchdog.bound(timeout) if watchdog is not None and timeout else timeout)
 
 
 def _not_started_detail(watchdog):
@@ -189,6 +205,9 @@ def _run(cfg, transport, headers):
         levels, cut = _levels(cfg, transport, watchdog, model, metrics)
     finally:
         watchdog.stop()
+        close = getattr(transport, 'close', None)
+        if close is not None:
+            close()  # the kept-alive connections of the streams
     categories = {}
     for cat in (p[0] for p in prompts):
         categories[cat] = categories.get(cat, 0) + 1

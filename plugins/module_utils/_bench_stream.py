@@ -99,6 +99,14 @@ class Guard:
         if late:
             _shutdown(sock)
 
+    def detach(self):
+        """Take the socket back from the deadline, to reuse it; False if the deadline already shut it down."""
+        with self.watchdog.cond:
+            if self.expired:
+                return False
+            self.sock = None
+            return True
+
     def timeout(self, stall):
         """A socket timeout for a blocking step: the stall limit, or less when the deadline is nearer."""
         left = (self.deadline_ns - self.watchdog.clock()) / 1e9
@@ -305,7 +313,9 @@ def _stream(transport, url, body, guard, max_bytes, max_event_bytes):
                     break
             result.kept_bytes = size
         finally:
-            close()
+            # a stream that ended with [DONE] may leave its connection to the next request (_http.Lease)
+            keep = getattr(close, 'keep', None) if result.done else None
+            (keep or close)()
     except Exception as exc:
         result.kept_bytes = result.kept_bytes or _kept(reads)
         kind = guard.kind() if guard is not None else None

@@ -11,16 +11,23 @@
 - ``scrub()``: takes secret values out of any text or result, in every form an exception may quote them.
 - ``http_get()``: the one GET helper (readiness probes, model discovery, metrics): never raises for I/O,
   bounded in bytes and in time.
-- ``DirectTransport`` / ``AnsibleTransport``: the streaming POSTs of the benchmark.
+- ``DirectTransport`` / ``AnsibleTransport``: the streaming POSTs of the benchmark. DirectTransport keeps
+  its connections alive between requests (``ConnectionPool``), as load balancers and SDKs do.
 """
 from __future__ import annotations
 
 import copy
 import http.client
 import json
+import select
 import socket
 import threading
 import time
+
+try:
+    import ssl
+except ImportError:  # a Python without TLS still benchmarks http:// servers
+    ssl = None
 
 from ansible.module_utils.urls import Request, make_context
 from ansible.module_utils.six.moves.urllib.error import HTTPError, URLError
@@ -39,6 +46,10 @@ MAX_GET_BYTES = 16 * 1024 * 1024
 # What is kept of an HTTP error's body for its message.
 ERROR_BODY_BYTES = 2000
 READ_SIZE = 65536
+# What may follow [DONE] before a kept-alive connection is reused: the chunked terminator (5 bytes) and
+# perhaps trailers. More than this, or later than this, and the connection is closed instead.
+DRAIN_BYTES = 65536
+DRAIN_TIMEOUT_S = 1.0
 
 _CONTROL_NAMES = {'\n': 'a line feed', '\r': 'a carriage return', '\t': 'a tab', '\x00': 'a NUL byte'}
 _LINE_SEPARATORS = ('\u0085', '\u2028', '\u2029')
@@ -285,23 +296,33 @@ class AnsibleTransport:
 
 
 class DirectTransport:
-    """Streaming POSTs over http.client, one connection per request; GETs via ansible's urls.
+    """Streaming POSTs over http.client on kept-alive connections; GETs via ansible's urls.
 
     The default, because it is what keeps TTFT exact at concurrency on a busy host: a request
     costs far less Python before it is on the wire than building a urllib opener through
     ansible.module_utils.urls.Request, whose work piles up at each wave of starts and holds the GIL
     while earlier streams' first tokens arrive (bench/README.md has the figures). The socket reads
-    are the same HTTPResponse.read1() either way. TLS uses ansible's make_context().
+    are the same HTTPResponse.read1() either way. TLS uses ansible's make_context(), one context.
+
+    Connections are kept alive between requests (HTTP/1.1), one per stream of the closed loop, as
+    production clients (SDKs, load balancers) keep theirs: a server that pays for accepting a fresh
+    connection at every request would otherwise charge that to TTFT (bench/README.md, "Keep-alive
+    connections"). A connection is reused only after a response read to its end; any error, a server
+    close or a response left unread closes it, and the next request connects afresh. A request that
+    fails on a reused connection before any byte of its response (the server had closed it while
+    idle) is sent once more on a fresh one. ``keep_alive=False``: a connection per request.
     """
 
     name = 'http.client'
     guarded = True
 
-    def __init__(self, timeout, validate_certs=True, headers=None):
+    def __init__(self, timeout, validate_certs=True, headers=None, keep_alive=True):
         self.timeout = timeout
         self.headers = dict(headers or {})
         self.headers.update({'Content-Type': 'application/json', 'Accept': 'text/event-stream'})
         self.validate_certs = validate_certs
+        self.keep_alive = keep_alive
+        self.pool = ConnectionPool()
         self._context = None
         self._lock = threading.Lock()
         self._get = AnsibleTransport(timeout, validate_certs=validate_certs, use_proxy=False,
@@ -313,17 +334,9 @@ class DirectTransport:
                 self._context = make_context(validate_certs=self.validate_certs)
             return self._context
 
-    def post_stream(self, url, body, guard=None):
-        """Connect, then stamp, send and wait for the response head; return (start_ns, response, close).
-
-        The connection's socket is handed to ``guard`` right after connecting, so the request's deadline
-        also bounds the wait for the response head.
-        """
-        u = urlsplit(url)
-        timeout = _timeout(guard, self.timeout)
+    def _connect(self, u, timeout):
         if u.scheme == 'https':
-            conn = http.client.HTTPSConnection(u.hostname, u.port or 443, timeout=timeout,
-                                               context=self._tls())
+            conn = http.client.HTTPSConnection(u.hostname, u.port or 443, timeout=timeout, context=self._tls())
         else:
             conn = http.client.HTTPConnection(u.hostname, u.port or 80, timeout=timeout)
         try:
@@ -331,20 +344,215 @@ class DirectTransport:
         except OSError as exc:
             conn.close()
             raise ConnectError(str(exc))
+        return conn
+
+    def post_stream(self, url, body, guard=None):
+        """Send the request and wait for the response head; return (start_ns, response, close).
+
+        start_ns is stamped right before the request's bytes go to the socket, after any connect. The
+        connection's socket is handed to ``guard`` before the request is sent, so the request's deadline
+        also bounds the wait for the response head. ``close`` is a Lease: calling it closes the
+        connection, its ``keep()`` lends it to the next request once the stream has ended well.
+        """
+        u = urlsplit(url)
+        key = pool_key(u)
+        conn = self.pool.take(key) if self.keep_alive else None
+        if conn is not None:
+            try:
+                return self._exchange(conn, key, u, body, guard, reused=True)
+            except StaleConnection:
+                pass  # closed by the server while idle, before any byte of the answer: once more, fresh
+        conn = self._connect(u, _timeout(guard, self.timeout))
+        return self._exchange(conn, key, u, body, guard, reused=False)
+
+    def _exchange(self, conn, key, u, body, guard, reused):
         try:
             if guard is not None:
                 guard.attach(conn.sock)
-                conn.sock.settimeout(self.timeout)  # from here on the guard holds the deadline
+            conn.sock.settimeout(self.timeout)  # the stall limit; with a guard, it holds the deadline
             start = time.perf_counter_ns()
             conn.request('POST', u.path + ('?' + u.query if u.query else ''), body, self.headers)
             resp = conn.getresponse()
-            if resp.status >= 400:
-                text = resp.read(ERROR_BODY_BYTES).decode('utf-8', 'replace')
-                raise HTTPStatusError(resp.status, text)
+        except ConnectionError as exc:
+            # send failed, or the server closed without a status line: no byte of an answer came
+            conn.close()
+            if reused and (guard is None or not guard.kind()):
+                raise StaleConnection(str(exc))
+            raise
         except BaseException:
             conn.close()
             raise
-        return start, resp, conn.close
+        if resp.status >= 400:
+            try:
+                text = resp.read(ERROR_BODY_BYTES).decode('utf-8', 'replace')
+            finally:
+                resp.close()
+                conn.close()
+            raise HTTPStatusError(resp.status, text)
+        return start, resp, Lease(self, key, conn, resp, guard)
+
+    def prime(self, url, n, timeout=None):
+        """Connect until ``n`` idle connections to ``url``'s server are pooled; return how many were opened.
+
+        Before a level, so that its first wave finds warm connections as every later wave does, instead
+        of making the server accept ``n`` connections at once. Stops quietly at a failure: the requests
+        then report it.
+        """
+        if not self.keep_alive:
+            return 0
+        u = urlsplit(url)
+        key = pool_key(u)
+        opened = 0
+        while self.pool.idle(key) < n:
+            try:
+                conn = self._connect(u, timeout or self.timeout)
+            except ConnectError:
+                break
+            self.pool.put(key, conn)
+            opened += 1
+        return opened
+
+    def close(self):
+        """Close the idle connections (at the end of a run)."""
+        self.pool.close()
 
     def get(self, url, timeout=None):
         return self._get.get(url, timeout)
+
+
+class StaleConnection(Exception):
+    """A reused connection failed before any byte of the response: the server had closed it."""
+
+
+def pool_key(u):
+    return (u.scheme, u.hostname, u.port)
+
+
+def socket_readable(sock):
+    """Whether a socket has something to read now (without waiting)."""
+    try:
+        if hasattr(select, 'poll'):
+            poller = select.poll()
+            poller.register(sock, select.POLLIN)
+            return bool(poller.poll(0))
+        return bool(select.select([sock], [], [], 0)[0])
+    except (OSError, ValueError):
+        return True
+
+
+def idle_alive(sock):
+    """Whether an idle connection can carry a request: the server has not closed it, nor sent anything.
+
+    A TLS 1.3 server sends its session tickets after the handshake; they make a connection that was
+    opened ahead (DirectTransport.prime) readable, and are read here, as no answer at all.
+    """
+    if sock is None:
+        return False
+    if not socket_readable(sock):
+        return True
+    if ssl is None or not isinstance(sock, ssl.SSLSocket):
+        return False
+    timeout = sock.gettimeout()
+    try:
+        sock.settimeout(0)
+        sock.recv(READ_SIZE)   # application data or the server's close: not reusable either way
+        return False
+    except ssl.SSLWantReadError:
+        return True            # only TLS records of its own (tickets) were pending
+    except (OSError, ValueError):
+        return False
+    finally:
+        try:
+            sock.settimeout(timeout)
+        except (OSError, ValueError):
+            pass
+
+
+class ConnectionPool:
+    """Idle kept-alive connections by (scheme, host, port), the most recently used taken first.
+
+    A connection is in the pool or lent to exactly one request, never both, so the pool holds no more
+    connections than the most streams that ran at once. One that is no longer usable (idle_alive: the
+    server closed it while it was idle) is dropped when taken.
+    """
+
+    def __init__(self):
+        self._idle = {}
+        self._lock = threading.Lock()
+
+    def take(self, key):
+        while True:
+            with self._lock:
+                conns = self._idle.get(key)
+                if not conns:
+                    return None
+                conn = conns.pop()
+            if idle_alive(conn.sock):
+                return conn
+            conn.close()
+
+    def put(self, key, conn):
+        with self._lock:
+            self._idle.setdefault(key, []).append(conn)
+
+    def idle(self, key):
+        with self._lock:
+            return len(self._idle.get(key, ()))
+
+    def close(self):
+        with self._lock:
+            conns = [c for group in self._idle.values() for c in group]
+            self._idle = {}
+        for conn in conns:
+            conn.close()
+
+
+class Lease:
+    """One connection lent to one streamed response.
+
+    Calling it closes the connection: for every request that did not end well (an error, a cut, a
+    deadline, a cap), whose response is not known to be read to its end. ``keep()``, for one that
+    ended with [DONE], reads the rest of the response (the chunked terminator) and pools the connection
+    unless the server said ``Connection: close``, the rest did not come at once, or the request's
+    deadline has already shut the socket down.
+    """
+
+    __slots__ = ('transport', 'key', 'conn', 'resp', 'guard')
+
+    def __init__(self, transport, key, conn, resp, guard):
+        self.transport = transport
+        self.key = key
+        self.conn = conn
+        self.resp = resp
+        self.guard = guard
+
+    def __call__(self):
+        self.resp.close()
+        self.conn.close()
+
+    def keep(self):
+        try:
+            reusable = (self.transport.keep_alive and not self.resp.will_close and self._drain()
+                        and (self.guard is None or self.guard.detach()))
+        except Exception:  # whatever went wrong, the connection is simply not reused
+            reusable = False
+        if reusable:
+            self.transport.pool.put(self.key, self.conn)
+        else:
+            self()
+
+    def _drain(self):
+        """Read the response to its end, a little and briefly at most; whether it ended cleanly."""
+        resp = self.resp
+        self.conn.sock.settimeout(min(self.transport.timeout, DRAIN_TIMEOUT_S))
+        left = DRAIN_BYTES
+        try:
+            while not resp.isclosed():
+                data = resp.read1(READ_SIZE)
+                left -= len(data)
+                if not data or left < 0:
+                    break
+        except (OSError, http.client.HTTPException, ValueError):
+            return False
+        # a length-delimited body cut short also closes the response: its length left says so
+        return resp.isclosed() and not resp.length

@@ -183,8 +183,10 @@ notes:
   - Runs on the target with the Python standard library; a worker thread per concurrent stream. The streamed
     POSTs use C(http.client) directly, the transport with the least CPU per request before it is sent, which
     keeps TTFT exact at high concurrency (bench/README.md, "Transport", has the figures against
-    C(ansible.module_utils.urls) and C(open_url)). TLS contexts come from C(ansible.module_utils.urls.make_context);
-    model discovery and metrics use C(ansible.module_utils.urls).
+    C(ansible.module_utils.urls) and C(open_url)). Each stream keeps one HTTP/1.1 connection alive, as load
+    balancers and SDKs do, and opens a fresh one after an error or a server close (bench/README.md, "Keep-alive
+    connections"). TLS contexts come from C(ansible.module_utils.urls.make_context); model discovery and metrics
+    use C(ansible.module_utils.urls).
   - Run it on the host that runs the engine, or close to it, because network latency is part of what it measures.
 seealso:
   - name: bench/README.md
