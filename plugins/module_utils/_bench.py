@@ -154,6 +154,15 @@ def discover_model(transport, base_url, timeout=None):
         raise BenchError('cannot discover the model: /v1/models lists no model id: %s' % text[:200])
 
 
+def level_requests(cfg, conc):
+    """Measured requests at one level: ``requests``, and at least ``min_waves`` waves of ``conc`` streams.
+
+    Requests that run together are not independent (the verdict takes blocks of ``conc`` consecutive
+    requests, and needs three): 24 requests at 32 streams would be less than one wave.
+    """
+    return max(cfg['requests'], (cfg.get('min_waves') or 0) * conc)
+
+
 def _level_not_run(conc, requests, detail, probe):
     level = _bench_stats.summarise([_bench_stream.not_started(detail) for _i in range(requests)], conc, 0)
     level['acceptance'] = probe.skipped('not read: the level did not run')
@@ -246,13 +255,13 @@ def _levels(cfg, transport, watchdog, model, metrics):
     for conc in cfg['concurrency']:
         probe = _bench_accept.AcceptanceProbe(transport, cfg['url'], metrics)
         if watchdog.run_over():
-            levels.append(_level_not_run(conc, cfg['requests'], _not_started_detail(watchdog), probe))
+            levels.append(_level_not_run(conc, level_requests(cfg, conc), _not_started_detail(watchdog), probe))
             cut = True
             continue
         if cfg.get('warmup'):
             run_level(transport, url, bodies, conc, 0, warmup=cfg['warmup'], watchdog=watchdog, max_bytes=max_bytes)
         probe.start(watchdog.bound(stall))
-        results, wall = run_level(transport, url, bodies, conc, cfg['requests'], watchdog=watchdog,
+        results, wall = run_level(transport, url, bodies, conc, level_requests(cfg, conc), watchdog=watchdog,
                                   max_bytes=max_bytes)
         level = _bench_stats.summarise(results, conc, wall, limit(cfg, 'max_samples'))
         if cfg.get('per_request'):

@@ -88,9 +88,17 @@ options:
     default: [1]
   requests:
     description:
-      - Measured requests per concurrency level.
+      - Measured requests per concurrency level (at least O(min_waves) waves of it).
     type: int
     default: 16
+  min_waves:
+    description:
+      - At least this many waves of requests at each level, that is O(min_waves) times its concurrency when that is
+        more than O(requests). Requests running together are not independent samples; the switch's verdict needs
+        three waves at a level to give it an interval, so the role sets 3.
+      - 0 measures exactly O(requests) at every level.
+    type: int
+    default: 0
   warmup:
     description:
       - Unmeasured requests sent before each level, at that level's concurrency.
@@ -592,6 +600,7 @@ def main():
             temperature=dict(type='float', default=0.0),
             concurrency=dict(type='list', elements='int', default=[1]),
             requests=dict(type='int', default=16),
+            min_waves=dict(type='int', default=0),
             warmup=dict(type='int', default=2),
             metrics=dict(type='str', choices=['auto', 'vllm', 'sglang', 'none'], default='auto'),
             chunk_usage=dict(type='bool', default=True),
@@ -610,8 +619,8 @@ def main():
         module.fail_json(msg=problem)
     if p['max_tokens'] < 1:
         module.fail_json(msg='max_tokens must be at least 1, got %d' % p['max_tokens'])
-    if p['requests'] < 1 or p['warmup'] < 0:
-        module.fail_json(msg='requests must be at least 1 and warmup at least 0')
+    if p['requests'] < 1 or p['warmup'] < 0 or p['min_waves'] < 0:
+        module.fail_json(msg='requests must be at least 1, warmup and min_waves at least 0')
     if not p['concurrency'] or any(c < 1 for c in p['concurrency']):
         module.fail_json(msg='concurrency must list levels of at least 1, got %s' % p['concurrency'])
     for name in ('timeout', 'request_timeout', 'run_timeout'):

@@ -244,3 +244,10 @@ def test_samples_come_with_every_level_in_start_order():
         assert s['output_tokens'] == [4, 4, 4]
         for tok, e2e, rate in zip(s['output_tokens'], s['e2e_ms'], s['output_tok_s']):
             assert rate == pytest.approx(tok / (e2e / 1000.0), rel=1e-3)
+
+
+def test_level_requests_are_at_least_min_waves_waves_of_the_level():
+    assert _bench.level_requests({"requests": 24}, 32) == 24
+    assert _bench.level_requests({"requests": 24, "min_waves": 3}, 32) == 96
+    assert _bench.level_requests({"requests": 24, "min_waves": 3}, 8) == 24
+    assert _bench.level_requests({"requests": 4, "min_waves": 3}, 1) == 4
