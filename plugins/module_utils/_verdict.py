@@ -915,9 +915,11 @@ def baseline_check(stored, settings, max_age=None, now=None, overrides=None, min
         if not (fig.get("samples") or {}).get("e2e_ms"):
             return dict(out, why="the stored baseline has no per-request samples at c=%s" % key)
         count = int(fig.get("ok", 0) or 0) + int(fig.get("errors", 0) or 0)
-        if min_requests is not None and count < int(min_requests):
+        # settings' min_waves (spec_bench's): this run measures at least that many waves of each level.
+        needed = max(int(min_requests or 0), int(settings.get("min_waves") or 0) * int(key))
+        if needed and count < needed:
             return dict(out, why="the stored baseline has %d request(s) at c=%s, the plan measures %d" % (
-                count, key, int(min_requests)))
+                count, key, needed))
     found = problems(stored["summary"], overrides)
     if found:
         return dict(out, why="the stored baseline cannot be judged: %s" % "; ".join(

@@ -399,6 +399,10 @@ def test_a_stored_baseline_needs_samples_enough_requests_and_no_problems():
     few = stored_baseline(summary=v.summarize(run_of(sampled(1, 24), sampled(8, 24))))
     assert v.baseline_check(few, SETTINGS, now=1000.0, min_requests=72)["why"] == (
         "the stored baseline has 24 request(s) at c=1, the plan measures 72")
+    # min_waves (not compared as a setting): at least that many waves of each level.
+    assert v.baseline_check(few, dict(SETTINGS, min_waves=3), now=1000.0, min_requests=24)["usable"] is True
+    assert v.baseline_check(few, dict(SETTINGS, min_waves=8), now=1000.0, min_requests=24)["why"] == (
+        "the stored baseline has 24 request(s) at c=8, the plan measures 64")
     erroring = v.summarize(SAMPLED_BASE)
     erroring["levels"][8] = dict(erroring["levels"][8], errors=8, error_rate=0.1)
     out = v.baseline_check(stored_baseline(summary=erroring), SETTINGS, now=1000.0)
