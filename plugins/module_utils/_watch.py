@@ -292,8 +292,8 @@ def judge(kept, now, overrides=None):
         return _not_judged("no draft position has enough drafts on both sides", kept, now, config)
     rows = [_compare(pos, x0, n0, x1, n1, config, len(pairs)) for pos, x0, n0, x1, n1 in pairs]
     dropped = [r for r in rows if r["dropped"]]
-    length = "; mean acceptance length %s -> %s" % (_fmt(kept.get("mean_acceptance_length")),
-                                                     _fmt(now.get("mean_acceptance_length")))
+    length = "; mean acceptance length %s -> %s" % (
+        _fmt(kept.get("mean_acceptance_length")), _fmt(now.get("mean_acceptance_length")))
     if dropped:
         line = "acceptance dropped " + "; ".join(
             "at position %s: %.2f -> %.2f (drafted %d kept, %d now)" % (r["position"], r["kept"], r["now"], r["drafted_kept"],
