@@ -1,6 +1,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Every conditional in the tree's YAML is a string: an unquoted `- a == ['x: y']` is a mapping to YAML,
-which ansible-core 2.19 refuses only when the task runs (a Molecule run much later), not at syntax check."""
+"""Every YAML file of the tree parses, and every conditional in it is a string: an unquoted
+`- a == ['x: y']` is a mapping to YAML, which ansible-core 2.19 refuses only when the task runs (a
+Molecule run much later), not at syntax check."""
 from __future__ import annotations
 
 import pathlib
@@ -9,7 +10,7 @@ import pytest
 import yaml
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
-DIRS = ("roles", "playbooks", "molecule", "awx", "tests/install", "tests/awx")
+DIRS = ("roles", "playbooks", "molecule", "awx", "plugins", "meta", "inventory", "changelogs", "tests/install", "tests/awx")
 KEYS = ("that", "when", "failed_when", "changed_when", "until")
 
 
