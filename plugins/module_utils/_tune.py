@@ -316,7 +316,7 @@ def heatmap_png(rec):
     for row, k in enumerate(ks):
         for col, level in enumerate(levels):
             value = values[row][col]
-            text = "-" if value != value else "x%.2f" % value
+            text = "-" if math.isnan(value) else "x%.2f" % value
             ax.text(col, row, text, ha="center", va="center", fontsize=8,
                     fontweight="bold" if chosen.get(level) == k else "normal")
             if chosen.get(level) == k:

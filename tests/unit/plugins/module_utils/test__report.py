@@ -134,9 +134,9 @@ def test_chart_draws_the_speedup_interval_of_every_level_and_the_min_speedup_bar
     assert [(lo, hi) for _x, lo, hi in one] == [pytest.approx((1.12, 1.22))]
     assert [(lo, hi) for _x, lo, hi in eight] == [pytest.approx((1.05, 1.21))]
     assert one[0][0] < eight[0][0]  # c=1 left of c=8 within the record's group
-    bar = [c for c in speed.collections if c.get_gid() == "min_speedup"]
-    assert len(bar) == 1
-    (seg,) = bar[0].get_segments()
+    bars = [c for c in speed.collections if c.get_gid() == "min_speedup"]
+    assert len(bars) == 1
+    (seg,) = bars[0].get_segments()
     assert seg[0][1] == seg[1][1] == pytest.approx(1.1)  # the record's own threshold, not the default
     assert seg[0][0] < one[0][0] < eight[0][0] < seg[1][0]  # across the group
     assert "90%" in speed.get_title()
@@ -171,8 +171,8 @@ def test_chart_of_old_records_without_intervals_still_renders():
     assert not [c for ax in fig.get_axes() for c in ax.containers if isinstance(c, ErrorbarContainer)]
     points = speed.get_lines()
     assert [tuple(line.get_ydata()) for line in points if line.get_label() == "c=1"] == [(0.5,)]
-    (bar,) = [c for c in speed.collections if c.get_gid() == "min_speedup"]
-    assert bar.get_segments()[0][0][1] == pytest.approx(1.05)
+    (min_bar,) = [c for c in speed.collections if c.get_gid() == "min_speedup"]
+    assert min_bar.get_segments()[0][0][1] == pytest.approx(1.05)
     # mixed: an old record beside a new one, intervals only where there are some
     png = _report.chart_png([REC, REC_CI])
     assert png[:8] == b"\x89PNG\r\n\x1a\n"

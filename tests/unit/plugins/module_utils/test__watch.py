@@ -111,19 +111,19 @@ def test_the_level_is_split_over_the_positions():
 
 
 def _draw(rng, n, p):
-    return sum(1 for _ in range(n) if rng.random() < p)
+    return sum(1 for _i in range(n) if rng.random() < p)
 
 
 def test_false_flags_stay_below_alpha_and_real_drops_are_found():
     rng = random.Random(15)
     flags = 0
-    for _ in range(600):
+    for _run in range(600):
         kept = _watch.summarize(bench(level(1, 400, [_draw(rng, 400, 0.6) / 400.0, _draw(rng, 400, 0.35) / 400.0])))
         now = bench(level(1, 400, [_draw(rng, 400, 0.6) / 400.0, _draw(rng, 400, 0.35) / 400.0]))
         flags += _watch.judge(kept, now)["dropped"]
     assert flags <= 12  # alpha 1 %: about 3 expected of 600
     found = 0
-    for _ in range(50):
+    for _run in range(50):
         kept = _watch.summarize(bench(level(1, 2000, [_draw(rng, 2000, 0.6) / 2000.0])))
         now = bench(level(1, 2000, [_draw(rng, 2000, 0.5) / 2000.0]))
         found += _watch.judge(kept, now)["dropped"]
