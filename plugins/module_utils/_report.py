@@ -156,15 +156,7 @@ def _confidence(rec):
     return level if 0.5 <= level < 1 else _verdict.DEFAULT_PLAN["confidence"]
 
 
-def _number(value):
-    """A finite float, or None (missing, boolean, text, inf or NaN)."""
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        return None
-    return value if math.isfinite(value) else None
+_number = _stats.finite_or_none
 
 
 def _side_interval(figures, key, level, confidence):

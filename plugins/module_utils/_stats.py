@@ -146,6 +146,17 @@ def median(values):
     return s[mid] if n % 2 else 0.5 * (s[mid - 1] + s[mid])
 
 
+def finite_or_none(value):
+    """A finite float, or None (missing, boolean, text, inf or NaN): for figures read back from JSON."""
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) else None
+
+
 def design_effect(values, block):
     """Kish's design effect 1 + (m - 1) * rho for blocks of ``block`` consecutive values.
 

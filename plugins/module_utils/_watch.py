@@ -35,6 +35,8 @@ from __future__ import annotations
 
 import math
 
+from ansible_collections.llmops.specdec.plugins.module_utils import _stats
+
 DEFAULTS = {
     # Family-wise false-flag rate per host and night (split over the positions compared).
     "alpha": 0.01,
@@ -138,7 +140,7 @@ def summarize(bench):
             out["skipped"].append("%s: %s" % (where, acc["error"]))
             continue
         if acc.get("source") != "vllm_counters":
-            length = _count_or_float(acc.get("mean_acceptance_length"))
+            length = _stats.finite_or_none(acc.get("mean_acceptance_length"))
             if length is not None:
                 lengths.append(length)
             continue
@@ -177,16 +179,6 @@ def summarize(bench):
         if lengths:
             out["mean_acceptance_length"] = sum(lengths) / len(lengths)
     return out
-
-
-def _count_or_float(value):
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        return None
-    return value if math.isfinite(value) else None
 
 
 def _is_summary(data):
