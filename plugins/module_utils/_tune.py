@@ -24,17 +24,10 @@ from __future__ import annotations
 
 import io
 import math
-import traceback
 
 from ansible_collections.llmops.specdec.plugins.module_utils import _spec
-
-try:
-    from matplotlib.figure import Figure
-except ImportError:
-    Figure = None
-    MATPLOTLIB_IMPORT_ERROR = traceback.format_exc()
-else:
-    MATPLOTLIB_IMPORT_ERROR = None
+# The one optional import of matplotlib (None without it): _report's.
+from ansible_collections.llmops.specdec.plugins.module_utils._report import Figure
 
 DEFAULTS = {
     # The K values of the grid (0, no drafting, is always there: the baseline).
