@@ -24,7 +24,7 @@ import threading
 import time
 
 from ansible_collections.llmops.specdec.plugins.module_utils import (
-    _bench_accept, _bench_stats, _bench_stream, _http,
+    _bench_accept, _bench_stats, _bench_stream, _http, _secrets,
 )
 
 # Raw stream bytes kept for parsing after a level; beyond this, requests are parsed as they end.
@@ -180,14 +180,14 @@ def run_benchmark(cfg, transport=None):
     api_key = cfg.get('api_key')
     secrets = [api_key] if api_key else []
     try:
-        headers = _http.auth_headers(api_key)
-    except _http.BadHeaderValue as exc:
+        headers = _secrets.auth_headers(api_key)
+    except _secrets.BadHeaderValue as exc:
         raise BenchError(str(exc)) from None
     try:
         bench = _run(cfg, transport, headers)
     except BenchError as exc:
-        raise BenchError(_http.scrub(str(exc), secrets)) from None
-    return _http.scrub(bench, secrets)
+        raise BenchError(_secrets.scrub(str(exc), secrets)) from None
+    return _secrets.scrub(bench, secrets)
 
 
 def _run(cfg, transport, headers):

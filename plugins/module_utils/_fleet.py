@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _gate, _http, _server, _verdict
+from ansible_collections.llmops.specdec.plugins.module_utils import _gate, _secrets, _server, _verdict
 
 __all__ = ["FleetError", "count", "probe_target", "guard_plan", "guard", "outcome", "DRAINED", "SERVER_DEFAULTS"]
 
@@ -124,7 +124,7 @@ def check_probe_inputs(host, hv):
         except _gate.GateError as exc:
             raise FleetError("%s: %s" % (host, exc)) from None
     key = hv.get("spec_server_api_key")
-    problem = _http.api_key_problem(key) if isinstance(key, str) else None
+    problem = _secrets.api_key_problem(key) if isinstance(key, str) else None
     if problem:
         raise FleetError("%s: spec_server_%s" % (host, problem))
 

@@ -5,10 +5,8 @@
 
 - ``engine_api_argspec()``: the ``url`` / ``api_key`` / ``validate_certs`` options of both modules
   (documented once by the ``llmops.specdec.engine_api`` doc fragment); their defaults live here only.
-- ``check_api_key()`` / ``auth_headers()``: a key that holds a control character (a trailing newline from
-  a file, a CR/LF that would start a new header line) is refused before any request, in words that
-  never quote the key.
-- ``scrub()``: takes secret values out of any text or result, in every form an exception may quote them.
+- The API key's checks and scrubbing live in ``_secrets`` (stdlib only, so the fleet filters need not
+  import this file's HTTP stack).
 - ``http_get()``: the one GET helper (readiness probes, model discovery, metrics): never raises for I/O,
   bounded in bytes and in time.
 - ``DirectTransport`` / ``AnsibleTransport``: the streaming POSTs of the benchmark. DirectTransport keeps
@@ -18,7 +16,6 @@ from __future__ import annotations
 
 import copy
 import http.client
-import json
 import select
 import socket
 import threading
@@ -40,7 +37,6 @@ ENGINE_API_ARGSPEC = {
     'validate_certs': {'type': 'bool', 'default': True},
 }
 
-MASK = '********'
 # A GET body larger than this is not read on (a /metrics of a big vLLM server is well under 1 MiB).
 MAX_GET_BYTES = 16 * 1024 * 1024
 # What is kept of an HTTP error's body for its message.
@@ -50,9 +46,6 @@ READ_SIZE = 65536
 # perhaps trailers. More than this, or later than this, and the connection is closed instead.
 DRAIN_BYTES = 65536
 DRAIN_TIMEOUT_S = 1.0
-
-_CONTROL_NAMES = {'\n': 'a line feed', '\r': 'a carriage return', '\t': 'a tab', '\x00': 'a NUL byte'}
-_LINE_SEPARATORS = ('\u0085', '\u2028', '\u2029')
 
 
 def engine_api_argspec(**more):
@@ -66,79 +59,6 @@ def server_root(base_url):
     """The server's root URL: ``base_url`` without a trailing ``/`` or ``/v1``."""
     base = base_url.rstrip('/')
     return base[:-3] if base.endswith('/v1') else base
-
-
-# --------------------------------------------------------------------------- secrets
-
-class BadHeaderValue(ValueError):
-    """A value that cannot go into an HTTP header as given (its text never holds the value)."""
-
-
-def api_key_problem(api_key):
-    """Why ``api_key`` cannot be sent as a bearer token, or None. The answer never quotes the key."""
-    if not api_key:
-        return None
-    last = len(api_key) - 1
-    for i, ch in enumerate(api_key):
-        code = ord(ch)
-        if code < 0x20 or code == 0x7f or 0x80 <= code <= 0x9f or ch in _LINE_SEPARATORS:
-            where = (' at its end (a newline left by a file or a lookup? strip it, for example with | trim)'
-                     if i == last else '')
-            name = _CONTROL_NAMES.get(ch, 'a control character')
-            return ('api_key contains %s (U+%04X)%s: refused before any request, because a control character '
-                    'in a header would end it or start another one' % (name, code, where))
-        if code > 0x7e:
-            return 'api_key contains a non-ASCII character (U+%04X): refused before any request; bearer tokens are ASCII' % code
-    return None
-
-
-def check_api_key(api_key):
-    """Raise BadHeaderValue when ``api_key`` cannot be sent (see api_key_problem)."""
-    problem = api_key_problem(api_key)
-    if problem:
-        raise BadHeaderValue(problem)
-
-
-def auth_headers(api_key):
-    """``{'Authorization': 'Bearer KEY'}`` for a key, ``{}`` without one; refuses a bad key."""
-    if not api_key:
-        return {}
-    check_api_key(api_key)
-    return {'Authorization': 'Bearer %s' % api_key}
-
-
-def secret_forms(secret):
-    """The ways an exception message may spell ``secret``: as is, stripped, repr- and JSON-escaped."""
-    if not secret:
-        return []
-    forms = {secret, secret.strip(), repr(secret)[1:-1], json.dumps(secret)[1:-1],
-             repr(secret.encode('utf-8', 'replace'))[2:-1]}
-    # Longest first, so that a form containing another is masked whole.
-    return sorted((f for f in forms if len(f) >= 3), key=len, reverse=True)
-
-
-def scrub(value, secrets):
-    """``value`` (text, or dicts and lists of it) with every form of each secret replaced by MASK."""
-    forms = []
-    for secret in secrets or ():
-        forms.extend(secret_forms(secret))
-    if not forms:
-        return value
-    forms.sort(key=len, reverse=True)
-    return _scrub(value, forms)
-
-
-def _scrub(value, forms):
-    if isinstance(value, str):
-        for form in forms:
-            if form in value:
-                value = value.replace(form, MASK)
-        return value
-    if isinstance(value, dict):
-        return dict((k, _scrub(v, forms)) for k, v in value.items())
-    if isinstance(value, (list, tuple)):
-        return [_scrub(v, forms) for v in value]
-    return value
 
 
 # --------------------------------------------------------------------------- GET

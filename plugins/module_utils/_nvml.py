@@ -7,16 +7,10 @@ Only this file talks to pynvml. Callers get plain data (``Gpu``, ``{pid: mib}``)
 """
 from __future__ import annotations
 
-import traceback
+from ansible_collections.llmops.specdec.plugins.module_utils import _optional
 
 # Optional here, required by its callers: gpu_reclaim fails with missing_required_lib("nvidia-ml-py") without it.
-try:
-    import pynvml
-except ImportError:
-    pynvml = None
-    PYNVML_IMPORT_ERROR = traceback.format_exc()
-else:
-    PYNVML_IMPORT_ERROR = None
+PYNVML = _optional.Optional("pynvml")
 
 MIB = 1024 * 1024
 # The v1 struct counts driver-reserved memory as used (615 MiB on an idle H200, see
@@ -50,7 +44,7 @@ class Nvml:
     """An initialised NVML session. ``lib`` is the pynvml module (a fake in tests)."""
 
     def __init__(self, lib=None):
-        self.lib = lib if lib is not None else pynvml
+        self.lib = lib if lib is not None else PYNVML.get()
         if self.lib is None:
             raise NvmlError("the Python module pynvml (package nvidia-ml-py) is not installed")
         try:

@@ -12,16 +12,11 @@ optional timestamps).
 from __future__ import annotations
 
 import math
-import traceback
+
+from ansible_collections.llmops.specdec.plugins.module_utils import _optional
 
 # Optional: without it parse_text uses parse_text_small.
-try:
-    from prometheus_client.parser import text_string_to_metric_families
-except ImportError:
-    text_string_to_metric_families = None
-    PROMETHEUS_CLIENT_IMPORT_ERROR = traceback.format_exc()
-else:
-    PROMETHEUS_CLIENT_IMPORT_ERROR = None
+PARSER = _optional.Optional("prometheus_client.parser", "text_string_to_metric_families")
 
 VLLM_PREFIX = 'vllm:spec_decode_'
 DRAFTS = 'vllm:spec_decode_num_drafts_total'
@@ -114,9 +109,10 @@ def parse_text_small(text):
 
 def parse_text(text):
     """Return [(name, labels, value)]; prometheus_client's parser when importable."""
-    if text_string_to_metric_families is not None:
+    parse = PARSER.get()
+    if parse is not None:
         try:
-            return [(s.name, dict(s.labels), float(s.value)) for fam in text_string_to_metric_families(text) for s in fam.samples]
+            return [(s.name, dict(s.labels), float(s.value)) for fam in parse(text) for s in fam.samples]
         except ValueError as exc:
             raise PromParseError(str(exc))
     return parse_text_small(text)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import time
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _http, _systemd
+from ansible_collections.llmops.specdec.plugins.module_utils import _http, _secrets, _systemd
 
 UNIT_PROPS = [
     'ActiveState', 'SubState', 'Result', 'NRestarts', 'MainPID',
@@ -143,9 +143,9 @@ def model_ids(body):
 def probe_http(open_url, base_url, engine, model=None, timeout=10.0, api_key=None):
     """One probe of the engine's API. Return (ready, detail text).
 
-    Raises _http.BadHeaderValue, before any request, for an api_key that cannot be sent.
+    Raises _secrets.BadHeaderValue, before any request, for an api_key that cannot be sent.
     """
-    headers = _http.auth_headers(api_key)
+    headers = _secrets.auth_headers(api_key)
     base = _http.server_root(base_url)
     health = HEALTH_PATH[engine]
     status, body, err = _http.http_get(open_url, base + health, timeout)
@@ -172,9 +172,9 @@ def probe_cycle(open_url, run_command, url, engine, unit=None, model=None, timeo
     """Poll until ready or until ``timeout`` seconds pass; raise Crashed on a dead unit.
 
     Returns a dict: ready, msg, state (unit state dict or None), elapsed, probes. An api_key that
-    cannot be sent (a control character) raises _http.BadHeaderValue before any request.
+    cannot be sent (a control character) raises _secrets.BadHeaderValue before any request.
     """
-    _http.check_api_key(api_key)
+    _secrets.check_api_key(api_key)
     t0 = clock()
     deadline = t0 + max(0.0, float(timeout))
     probes = 0

@@ -16,18 +16,11 @@ from __future__ import annotations
 import io
 import math
 import re
-import traceback
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _stats, _verdict
+from ansible_collections.llmops.specdec.plugins.module_utils import _optional, _stats, _verdict
 
 # Optional: only the chart needs it. The Figure API draws without pyplot and without choosing a backend.
-try:
-    from matplotlib.figure import Figure
-except ImportError:
-    Figure = None
-    MATPLOTLIB_IMPORT_ERROR = traceback.format_exc()
-else:
-    MATPLOTLIB_IMPORT_ERROR = None
+FIGURE = _optional.Optional("matplotlib.figure", "Figure")
 
 # A reason can quote an engine's or Ansible's message: keep each record on one line of the report.
 _BREAKS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
@@ -244,7 +237,7 @@ def chart_figure(records):
                          "cand": cand, "confidence": _confidence(rec), "speedups": _speedups(rec), "bar": _min_speedup(rec)})
     if not rows:
         return None
-    fig = Figure(figsize=(max(9, 3.4 * len(rows)), 4.4))
+    fig = FIGURE.get()(figsize=(max(9, 3.4 * len(rows)), 4.4))
     axes = fig.subplots(1, 3)
     xs = list(range(len(rows)))
     names = [r["name"] for r in rows]
@@ -288,7 +281,7 @@ def chart_figure(records):
 def chart_png(records):
     """:func:`chart_figure` as PNG bytes; None with nothing to draw.
 
-    Needs matplotlib (``Figure`` is None without it). The same records give the same bytes.
+    Needs matplotlib (``FIGURE.get()`` is None without it). The same records give the same bytes.
     """
     fig = chart_figure(records)
     if fig is None:

@@ -25,9 +25,7 @@ from __future__ import annotations
 import io
 import math
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _spec
-# The one optional import of matplotlib (None without it): _report's.
-from ansible_collections.llmops.specdec.plugins.module_utils._report import Figure
+from ansible_collections.llmops.specdec.plugins.module_utils import _report, _spec
 
 DEFAULTS = {
     # The K values of the grid (0, no drafting, is always there: the baseline).
@@ -295,14 +293,15 @@ def markdown(records):
 
 def heatmap_png(rec):
     """A PNG heat map of one tuning record's grid (K by concurrency, speed-up), the choices marked."""
-    if Figure is None:
+    figure = _report.FIGURE.get()
+    if figure is None:
         return None
     tune = rec["tune"]
     levels = [int(level) for level in tune["levels"]]
     grid = {int(k): {int(lv): c for lv, c in by.items()} for k, by in tune["grid"].items()}
     ks = [0] + sorted(grid)
     values = [[1.0 if k == 0 else (grid[k].get(lv) or {}).get("ratio", float("nan")) for lv in levels] for k in ks]
-    fig = Figure(figsize=(1.6 + 1.2 * len(levels), 1.2 + 0.55 * len(ks)))
+    fig = figure(figsize=(1.6 + 1.2 * len(levels), 1.2 + 0.55 * len(ks)))
     ax = fig.add_subplot(1, 1, 1)
     image = ax.imshow(values, cmap="RdYlGn", vmin=0.5, vmax=1.5, aspect="auto", origin="lower")
     chosen = {int(lv): c["k"] for lv, c in tune["choice"].items()}

@@ -177,7 +177,7 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import open_url
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _http, _lease, _ready
+from ansible_collections.llmops.specdec.plugins.module_utils import _http, _lease, _ready, _secrets
 
 
 def main():
@@ -193,7 +193,7 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    problem = _http.api_key_problem(p['api_key'])
+    problem = _secrets.api_key_problem(p['api_key'])
     if problem:
         module.fail_json(msg=problem, ready=False, state=None, elapsed=0.0, changed=False)
     if p['timeout'] < 0:
@@ -223,7 +223,7 @@ def main():
     except _ready.UnitQueryError as e:
         module.fail_json(msg=str(e), ready=False, state=None,
                          elapsed=round(time.monotonic() - t0, 1), changed=False)
-    module.exit_json(changed=False, **_http.scrub(result, [p['api_key']] if p['api_key'] else []))
+    module.exit_json(changed=False, **_secrets.scrub(result, [p['api_key']] if p['api_key'] else []))
 
 
 if __name__ == '__main__':

@@ -323,9 +323,9 @@ def main():
         ),
         supports_check_mode=True,
     )
-    if _nvml.pynvml is None:
+    if _nvml.PYNVML.get() is None:
         module.fail_json(msg=missing_required_lib("nvidia-ml-py") + "; nothing was stopped or signalled",
-                         exception=_nvml.PYNVML_IMPORT_ERROR, touched=False, stopped=[])
+                         exception=_nvml.PYNVML.error, touched=False, stopped=[])
     try:
         result = reclaim(module.params, module.run_command, check_mode=module.check_mode, warn=module.warn)
     except ReclaimError as exc:

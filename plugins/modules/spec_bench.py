@@ -568,7 +568,7 @@ import json
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _bench, _files, _http, _lease, _suites
+from ansible_collections.llmops.specdec.plugins.module_utils import _bench, _files, _http, _lease, _secrets, _suites
 
 
 def _prompts(module):
@@ -614,7 +614,7 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    problem = _http.api_key_problem(p['api_key'])
+    problem = _secrets.api_key_problem(p['api_key'])
     if problem:
         module.fail_json(msg=problem)
     if p['max_tokens'] < 1:

@@ -119,14 +119,14 @@ def _write(module, records, markdown, dest, paths):
     changed |= _files.append_lines(paths["history"], [json.dumps(rec, sort_keys=True) for rec in records])
     png = None
     if module.params["chart"]:
-        if _report.Figure is None:
+        if _report.FIGURE.get() is None:
             module.warn(missing_required_lib("matplotlib") + " The chart was skipped.")
         else:
             data = _report.chart_png(records)
             if data is not None:
                 changed |= _files.write_if_changed(paths["png"], data)
                 png = paths["png"]
-    tune_changed, tune_png = _heatmaps(records, dest) if module.params["chart"] and _tune.Figure is not None else (False, [])
+    tune_changed, tune_png = _heatmaps(records, dest) if module.params["chart"] and _report.FIGURE.get() is not None else (False, [])
     return changed | tune_changed, png, tune_png
 
 

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _bench, _bench_stats, _bench_stream, _http
+from ansible_collections.llmops.specdec.plugins.module_utils import _bench, _bench_stats, _bench_stream, _http, _secrets
 from ansible_collections.llmops.specdec.tests.unit.plugins.module_utils.sse_server import (
     SSEServer, closed_port_url, completion_event, simple_plan,
 )
@@ -220,7 +220,7 @@ def test_the_key_never_reaches_the_result_even_when_the_server_echoes_it():
     text = json.dumps(bench)
     assert key not in text
     assert bench['levels'][0]['first_error'].startswith('HTTP 401: ')
-    assert _http.MASK in bench['levels'][0]['first_error']
+    assert _secrets.MASK in bench['levels'][0]['first_error']
 
 
 def test_a_discovery_error_that_echoes_the_key_is_scrubbed():

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pynvml
 import pytest
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _nvml
+from ansible_collections.llmops.specdec.plugins.module_utils import _nvml, _optional
 from ansible_collections.llmops.specdec.tests.unit.plugins.module_utils.reclaim_host import UUIDS
 
 
@@ -113,7 +113,7 @@ def test_hidden_usage_bytes_strings_minor_fallback_and_mig_sums():
 
 
 def test_missing_pynvml_module_is_reported(monkeypatch):
-    monkeypatch.setattr(_nvml, "pynvml", None)
+    monkeypatch.setattr(_nvml, "PYNVML", _optional.Optional("pynvml_absent_in_this_test"))
     with pytest.raises(_nvml.NvmlError, match="nvidia-ml-py"):
         _nvml.Nvml()
 

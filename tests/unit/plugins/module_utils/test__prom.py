@@ -61,7 +61,7 @@ def test_label_escapes_are_decoded():
 
 
 def test_parse_text_uses_prometheus_client_when_present():
-    assert _prom.text_string_to_metric_families is not None and _prom.PROMETHEUS_CLIENT_IMPORT_ERROR is None
+    assert _prom.PARSER.get() is not None and _prom.PARSER.error is None
     assert sorted(_prom.parse_text(TEXT), key=repr)[0][0].startswith('process_start')
 
 

@@ -16,7 +16,7 @@ LABELS = {"host": "gpu1", "unit": "vllm-server.service", "suite": "reasoning"}
 def series(text):
     """{(name, frozenset(labels)): value} by the fallback parser, checked against prometheus_client's when installed."""
     small = {(n, frozenset(lb.items())): v for n, lb, v in _prom.parse_text_small(text)}
-    if _prom.text_string_to_metric_families is not None:
+    if _prom.PARSER.get() is not None:
         assert {(n, frozenset(lb.items())): v for n, lb, v in _prom.parse_text(text)} == small
     return small
 

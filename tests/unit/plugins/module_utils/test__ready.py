@@ -10,7 +10,7 @@ import time
 import pytest
 from ansible.module_utils.urls import open_url
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _http, _ready
+from ansible_collections.llmops.specdec.plugins.module_utils import _ready, _secrets
 from engine_http import EngineHTTP, FakeSystemctl, Reply, closed_port_url, models
 
 
@@ -227,7 +227,7 @@ def test_engine_log_tail_is_empty_when_journalctl_fails():
 
 def test_a_key_with_a_newline_is_refused_before_any_request():
     with EngineHTTP({"/health": [Reply(200)], "/v1/models": [Reply(200, models("m"))]}) as srv:
-        with pytest.raises(_http.BadHeaderValue, match="api_key contains a line feed") as exc:
+        with pytest.raises(_secrets.BadHeaderValue, match="api_key contains a line feed") as exc:
             cycle(srv.url, "vllm", timeout=0, api_key="s3cret\n")
     assert srv.requests == []
     assert "s3cret" not in str(exc.value)

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _spec
+from ansible_collections.llmops.specdec.plugins.module_utils import _report, _spec
 from ansible_collections.llmops.specdec.plugins.module_utils import _tune as t
 from ansible_collections.llmops.specdec.plugins.module_utils import _verdict as v
 
@@ -179,7 +179,7 @@ def test_markdown_and_heatmap_of_a_tuning_record():
     assert "## Tuning eagle3 on gpu1" in text and "| 0 (baseline) | x1.00 | x1.00 |" in text
     assert "Chosen: %s; engine loads 3 (budget 5)" % picked["schedule_text"] in text
     assert t.markdown([{"host": "gpu2"}]) == ""
-    if t.Figure is None:
+    if _report.FIGURE.get() is None:
         pytest.skip("matplotlib is not installed")
     png = t.heatmap_png(rec)
     assert png.startswith(b"\x89PNG")

@@ -6,7 +6,7 @@ import pytest
 import yaml
 from ansible.module_utils import basic
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _nvml, _systemd
+from ansible_collections.llmops.specdec.plugins.module_utils import _nvml, _optional, _systemd
 from ansible_collections.llmops.specdec.plugins.modules import gpu_reclaim
 from ansible_collections.llmops.specdec.tests.unit.plugins.modules.module_harness import ExitJson, FailJson, run_module
 from ansible_collections.llmops.specdec.tests.unit.plugins.module_utils.reclaim_host import (
@@ -83,7 +83,7 @@ def test_missing_gpu_fails_before_the_unit_is_touched(host, systemctl):
 
 
 def test_missing_pynvml_is_a_missing_required_lib(monkeypatch, systemctl):
-    monkeypatch.setattr(_nvml, "pynvml", None)
+    monkeypatch.setattr(_nvml, "PYNVML", _optional.Optional("pynvml_absent_in_this_test"))
     result = run({"units": ["vllm.service"]}, FailJson)
     assert "nvidia-ml-py" in result["msg"] and "nothing was stopped" in result["msg"]
     assert systemctl.calls == []
@@ -127,7 +127,7 @@ def test_nvml_lost_after_the_stop_fails_cleanly_with_touched(host, systemctl, mo
                 raise pynvml.NVMLError(pynvml.NVML_ERROR_GPU_IS_LOST)
             return pynvml.nvmlDeviceGetComputeRunningProcesses(handle)
 
-    monkeypatch.setattr(_nvml, "pynvml", Lost())
+    monkeypatch.setattr(_nvml.PYNVML, "get", Lost)
     result = run({"units": ["vllm.service"]}, FailJson)
     assert result["msg"].startswith("NVML failed during the reclaim") and "roll back" in result["msg"]
     assert result["touched"] is True and result["stopped"] == ["vllm.service"] and result["changed"] is True

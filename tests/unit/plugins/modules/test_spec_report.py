@@ -10,7 +10,7 @@ import json
 import pytest
 from ansible.module_utils import basic
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _report
+from ansible_collections.llmops.specdec.plugins.module_utils import _optional, _report
 from ansible_collections.llmops.specdec.plugins.modules import spec_report
 from ansible_collections.llmops.specdec.tests.unit.plugins.modules.module_harness import ExitJson, FailJson, run_module
 
@@ -75,7 +75,7 @@ def test_chart_png_when_matplotlib_is_there(tmp_path):
 
 def test_chart_skipped_with_a_warning_without_matplotlib(tmp_path, monkeypatch):
     warned = []
-    monkeypatch.setattr(_report, "Figure", None)
+    monkeypatch.setattr(_report, "FIGURE", _optional.Optional("matplotlib_absent_in_this_test"))
     monkeypatch.setattr(basic.AnsibleModule, "warn", lambda self, msg: warned.append(msg))
     res = run({"records": [REC], "dest": str(tmp_path)})
     assert res["png"] is None and not (tmp_path / "chart.png").exists()
