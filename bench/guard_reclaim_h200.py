@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The switch guard's restore on a real GPU: deadline passed -> candidate's GPU freed -> production answers.
 
 No systemd on the GPU machine, so systemctl/systemd-run are the fake of the guard's unit tests

@@ -1,3 +1,5 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Callback for bench/switch_overhead.py: one JSON line per task start and per task result (name,
 action, host, times, status) appended to $TASK_TIMER_OUT, with the target's CPU time so far when

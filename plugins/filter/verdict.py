@@ -1,3 +1,5 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filters over module_utils/_verdict.py: the keep-or-rollback decision for playbooks (docs/verdict.md)."""
 from __future__ import annotations

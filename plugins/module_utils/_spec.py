@@ -1,5 +1,5 @@
 # -*- coding: utf-8 -*-
-# Copyright: llmops.specdec contributors
+# Copyright (c) 2026, llmops.specdec developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The one speculative-decoding model: methods, parameters, validation, rendering per engine.
 

@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """What AWX checks and does with surveys and schedules, written down so tests can apply it offline.
 
 Follows AWX 24's API: the survey spec validation of a job template's survey_spec endpoint, the

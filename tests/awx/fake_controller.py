@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """A small in-memory AWX API (v2) that the real awx.awx modules can configure, with AWX's own checks.
 
 Only the lowest boundary is faked: configure.yml and the awx.awx modules run unchanged and talk HTTP

@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Run a job template's playbook the way AWX does: through ansible-runner, with the extra vars a
 launch sends, and read the job's status and set_stats artifacts back from the runner's artifacts dir.
 """

@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Which variables a playbook reads: Jinja in its own files and in every file it reaches.
 
 Follows import_playbook, import_tasks/include_tasks and llmops.specdec roles (include_role,

@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """awx/configure.yml with the real awx.awx modules against an in-memory AWX API (fake_controller.py):
 what it creates, that AWX's checks accept it, and that a second run changes nothing."""
 from __future__ import annotations

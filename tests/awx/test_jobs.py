@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The nightly and switch job templates run through ansible-runner against a mock GPU host.
 
 Extra vars are built as AWX builds them (template extra_vars, survey defaults and answers, a

@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The surveys: valid for AWX, generated from the spec model, and wired to the playbooks they launch."""
 from __future__ import annotations
 

@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The contracts tier: the pinned engines' own code judges the mock engines, and real engine output
 judges the collection's readers (spec_bench's SSE parser, the Prometheus parser and acceptance code).
 

@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """SGLang 0.5.23's own code judges the mock SGLang: streams, API keys, metrics, accept length, titles.
 
 The sglang venv (tests/engines/sglang-cpu-pins.txt) has no fastapi, openai or prometheus_client, so

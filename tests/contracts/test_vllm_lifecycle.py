@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """vLLM 0.33's own code judges the mock's refusals, API-key guard and process titles.
 
 - Errors: each bad speculative config goes through the real `vllm serve` parser and

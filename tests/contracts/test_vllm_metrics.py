@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """vLLM 0.33's own Prometheus code judges the collection's acceptance reading and the mock's /metrics.
 
 `SpecDecodingProm` (vllm/v1/spec_decode/metrics.py) is fed known drafts through `SpecDecodingStats`;

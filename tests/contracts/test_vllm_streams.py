@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """vLLM 0.33's own streaming generators judge the mock's SSE chunks and the collection's SSE parser.
 
 The real `OpenAIServingCompletion.completion_stream_generator` and

@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The judge: real vLLM / SGLang argument parsers and configs check what _spec renders.
 
 Run with an engine venv's python (scripts/engine-venvs builds them):

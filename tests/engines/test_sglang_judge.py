@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """SGLang 0.5.23 judges _spec: `prepare_server_args` (the launch_server parser) reads what we render
 into ServerArgs fields equal to the request, and SpeculativeAlgorithm knows the algorithm.
 

@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """vLLM 0.33 judges _spec: its `vllm serve` parser reads what we render, and its SpeculativeConfig,
 built from that parse against tiny local models, holds exactly what the operator asked for."""
 from __future__ import annotations

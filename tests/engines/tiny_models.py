@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Tiny local model directories (config.json only) so the engines build real configs offline.
 
 vLLM's SpeculativeConfig loads the draft's and the target's HF config to pick the proposer and

@@ -1,3 +1,5 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Watch a mock fleet as its load balancer would, independently of Ansible: one thread per host enters
 the host's network namespace (setns, per thread) and polls the engine's GET /health on 127.0.0.1

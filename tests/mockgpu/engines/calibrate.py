@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Measure the decode speed of the mock engines with the shipped profile.
 
     python3 tests/mockgpu/engines/calibrate.py [--max-tokens 200] [--concurrency 1] [--only TEXT]

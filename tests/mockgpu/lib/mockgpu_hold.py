@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Hold mock GPU memory the way the mock NVML shim counts it (stdlib only, Python >= 3.9).
 
 Library: ``hold(gpu, mib)`` -> Holding (``release()``). Command line (``gpu-hold`` execs this file):

@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Run the same NVML behaviour checks against a real GPU or against the mock shim, to compare them.
 
   real GPU 0 (needs torch):  python3 fidelity_probe.py real > real.json

@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Fixtures for the mock GPU host tests: the shim built once from source, a fresh mock host per test."""
 from __future__ import annotations
 

@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Test helpers for the mock GPU host parts: the NVML shim built from source, a mock host laid out in a
 temp dir (config, registry, device nodes), unmodified pynvml run in subprocesses that load the shim
 through LD_LIBRARY_PATH, and real holder processes started with gpu-hold."""

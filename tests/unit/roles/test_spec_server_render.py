@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """spec_server's render entry point, run by ansible-playbook on the controller (no host touched).
 
 Every engine x method renders a unit that systemd-analyze accepts without a word, whose ExecStart

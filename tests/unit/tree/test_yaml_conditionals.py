@@ -1,3 +1,5 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Every YAML file of the tree parses, and every conditional in it is a string: an unquoted
 `- a == ['x: y']` is a mapping to YAML, which ansible-core 2.19 refuses only when the task runs (a

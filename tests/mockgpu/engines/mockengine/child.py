@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Entry point of every engine child process (exec'd by procs.spawn with a custom argv[0]).
 
 Roles: `worker` (vLLM Worker_TP<r> / SGLang scheduler_TP<r>: holds GPU memory),

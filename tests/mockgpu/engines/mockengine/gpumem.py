@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """GPU memory as the engines see it: totals from the GPU config, usage from live holders.
 
 Reading usage follows the holder-registry contract (docs/architecture.md) the way the

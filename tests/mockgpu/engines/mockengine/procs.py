@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Process tree of the engines: naming, parent-death signal, spawning, readiness pipe.
 
 Children are exec'd with argv[0] set to the engine's process title (what ps and the

@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The timing model: prefill, decode steps, speculative drafts and their acceptance, and noise.
 
 Everything comes from the profile (profile.json merged with the env/etc override and a

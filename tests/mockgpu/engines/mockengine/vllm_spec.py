@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """vLLM's SpeculativeConfig rules (vllm/config/speculative.py), reimplemented from the source.
 
 `validate()` returns the resolved config or raises ConfigError carrying the exact last

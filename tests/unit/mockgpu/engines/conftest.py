@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Fixtures for the mock engine tests: a mock GPU host in a temp dir, engines as real processes,
 a small SSE client over http.client (arrival time per event), and /proc helpers."""
 from __future__ import annotations

@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The mock engines guard their API with a key as the real ones do.
 
 vLLM 0.33 (vllm/entrypoints/serve/middleware/authenticate.py, register.py): `--api-key K [K ...]`, else

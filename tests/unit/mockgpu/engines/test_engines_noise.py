@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The mock engines' noise and batch knobs (README "Noise", "Batch"): per-request jitter, stragglers, slow
 drift, all deterministic per seed and off by default, and a verification cost that grows with the batch."""
 from __future__ import annotations

@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Batch-size schedules in the mock engines (issue 15): K follows the running batch at every step, as
 each engine reads its schedule (vLLM's dense lookup, SGLang's adaptive tiers), K=0 is a plain step,
 the spec-decode counters move with the K used, and the shipped profile's calibration on the reasoning

@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The mock engines serve like the real ones: readiness, OpenAI API with SSE and usage, metrics,
 speculative steps as multi-token chunks with consistent counters, pacing, process tree and memory."""
 from __future__ import annotations

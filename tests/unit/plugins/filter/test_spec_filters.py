@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The spec/systemd filters: through real Jinja2 with the plugin's FilterModule, and through a
 real ansible-playbook run that loads them by FQCN from the collection."""
 from __future__ import annotations

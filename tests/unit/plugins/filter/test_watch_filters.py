@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """acceptance_* filters through Jinja2 as playbooks call them (errors wrapped, docs beside each filter)."""
 from __future__ import annotations
 

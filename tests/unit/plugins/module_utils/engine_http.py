@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """A real HTTP server on 127.0.0.1 that answers like an engine's API, scripted per path.
 
 Used by the readiness tests: the code under test talks real HTTP (ansible's open_url) to it.

@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # Copied with a shebang naming the test's Python in place of this line (guard_host.py, bench/guard_reclaim_h200.py).
 """A fake systemd for tests and benches without one: run as ``systemctl`` or ``systemd-run`` (symlinks).
 

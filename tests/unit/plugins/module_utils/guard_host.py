@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """A host for the switch guard's tests: a fake systemd at the lowest boundary (``systemctl`` and
 ``systemd-run`` executables on PATH), real processes under it, a real loopback HTTP engine.
 

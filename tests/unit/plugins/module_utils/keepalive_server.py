@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """A real HTTP/1.1 server on 127.0.0.1 that keeps connections alive and counts them.
 
 It answers streaming POSTs on every connection it accepts, one request after another, and records

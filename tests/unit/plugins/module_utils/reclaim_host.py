@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """A mock GPU host for the gpu_reclaim tests: the real NVML shim loaded into this process, real
 holder processes (tests/mockgpu/bin/gpu-hold), and a fake systemctl whose unit owns real processes.
 

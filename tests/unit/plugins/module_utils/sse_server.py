@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """A real HTTP server on 127.0.0.1 that streams scripted SSE responses, byte for byte.
 
 Each POST is answered by a *plan*: a list of steps run in order on the raw socket, so a test decides

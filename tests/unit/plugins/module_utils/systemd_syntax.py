@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """A reference reader of systemd unit-file command lines, written from systemd.syntax(7),
 systemd.service(5) "Command lines" and systemd.exec(5) "Environment=", used to round-trip
 what _unit.py writes. No systemd runs on the controller; the real check (systemctl show -p

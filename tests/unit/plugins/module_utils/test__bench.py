@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """_bench: the closed loop and whole runs (model discovery, acceptance around levels, the run's bounds).
 
 Streams come from a real HTTP server on 127.0.0.1 (sse_server.py) that writes scripted bytes.

@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The one validation gate: what the review of 2026-12-01 injected is refused, naming the field.
 
 Each finding of issue 12 that concerns rendering is replayed here with the reviewer's own values

@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Property-based tests of the gate over the request surface (hypothesis, bounded for CI).
 
 For any value of any rendered field: either the gate refuses it with a message naming the field,

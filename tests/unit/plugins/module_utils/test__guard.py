@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """_guard: the commit-confirmed guard end to end, with real processes.
 
 The watcher runs as a real subprocess (started through a fake ``systemd-run`` on PATH) from the code

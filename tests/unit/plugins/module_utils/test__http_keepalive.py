@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """_http.DirectTransport keeps connections alive, as production clients do, and never miscounts for it.
 
 A real HTTP/1.1 server on 127.0.0.1 (keepalive_server.py) counts the connections it accepts and

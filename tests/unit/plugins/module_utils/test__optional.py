@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """_optional: a library is imported by the first get(), not before; a missing one is None with its traceback."""
 
 from __future__ import annotations

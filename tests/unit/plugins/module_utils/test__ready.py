@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """_ready: readiness rules per engine and fail-fast on unit state, over real HTTP on 127.0.0.1.
 
 HTTP goes through ansible's real open_url to a real local server (engine_http.EngineHTTP);

@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """_reclaim: the whole procedure against the real NVML shim and real holder processes.
 
 Only systemctl is faked (FakeUnits); NVML is the shim, processes, signals and /proc are real.

@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """_secrets: an API key that cannot be sent is refused without quoting it; every spelling of a secret is scrubbed."""
 
 from __future__ import annotations

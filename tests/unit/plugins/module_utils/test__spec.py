@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The speculative-decoding model: every method x engine rendering and every refusal.
 
 The real vLLM / SGLang parsers judge the same renderings in tests/engines; here the exact argv is

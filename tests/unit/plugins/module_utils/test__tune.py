@@ -1,3 +1,5 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The tuner's policy: the grid from real verdicts, the choice per level, the next K, the schedule."""
 from __future__ import annotations

@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Operating characteristics of the sequential verdict under the noise model of issue 14 (seeded).
 
 Noise model: every request's times carry a lognormal jitter with a coefficient of variation of 5 %

@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Render spec_server's unit template the way Ansible's template lookup does, without a playbook.
 
 The template reads only ``spec_server_checked`` (the output of ``_server.unit_settings``), so the

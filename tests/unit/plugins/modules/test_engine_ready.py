@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """engine_ready main(): options, results and failures, against a real HTTP server on 127.0.0.1."""
 from __future__ import annotations
 

@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """engine_ready and spec_bench stop at once when the lease on the host's guard is lost."""
 from __future__ import annotations
 

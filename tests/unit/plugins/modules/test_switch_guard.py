@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """switch_guard main(): arm / status / renew / confirm through the module, with the lock module beside it.
 
 Same host as test__guard.py: a fake systemctl/systemd-run on PATH (module.run_command really runs them),

@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """switch_lock main(): check mode, take, refuse, renew, release, takeover and waiting, on a real lock directory."""
 from __future__ import annotations
 
