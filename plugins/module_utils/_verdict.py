@@ -1,3 +1,5 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Keep or roll back: compare a candidate benchmark with the baseline under thresholds and noise.
 
@@ -848,7 +850,7 @@ def drift(before, after, plan_overrides=None):
 
 # --------------------------------------------------------------------------- stored baselines
 
-# What must be equal for a stored baseline to stand for a fresh one (the role's spec_switch_baseline_settings).
+# What must be equal for a stored baseline to stand for a fresh one (the role's __spec_switch_baseline_settings).
 # unit_sha256: the unit file that ran, so a baseline stored before the unit changed (a rollback, a change
 # outside the switch) never stands for the configuration that runs now.
 BASELINE_SETTINGS = ("host", "engine", "model", "suite", "api", "concurrency", "max_tokens", "warmup", "ignore_eos",

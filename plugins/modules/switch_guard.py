@@ -274,7 +274,7 @@ EXAMPLES = r"""
     unit: vllm-server.service
     unit_path: /etc/systemd/system/vllm-server.service
     snapshot: /var/lib/llmops-specdec/snapshot/vllm-server.service
-    run_id: "{{ spec_switch_run_id }}"
+    run_id: "{{ switch_run_id }}"
     ttl: 600
     ready_url: http://127.0.0.1:8000
     engine: vllm
@@ -290,14 +290,14 @@ EXAMPLES = r"""
   llmops.specdec.switch_guard:
     state: renewed
     unit: vllm-server.service
-    run_id: "{{ spec_switch_run_id }}"
+    run_id: "{{ switch_run_id }}"
     ttl: 2100
 
 - name: Confirm once the kept candidate is the baseline (or the rollback is healthy)
   llmops.specdec.switch_guard:
     state: confirmed
     unit: vllm-server.service
-    run_id: "{{ spec_switch_run_id }}"
+    run_id: "{{ switch_run_id }}"
 
 - name: Is a guard armed on this host?
   llmops.specdec.switch_guard:

@@ -120,12 +120,12 @@ seealso:
 EXAMPLES = r"""
 - name: Take the host's switch lock (fail at once if another switch holds it)
   llmops.specdec.switch_lock:
-    run_id: "{{ spec_switch_run_id }}"
+    run_id: "{{ switch_run_id }}"
     owner:
       controller: "{{ lookup('ansible.builtin.pipe', 'hostname') }}"
       user: "{{ awx_user_name | default(lookup('ansible.builtin.env', 'USER')) }}"
       awx_job_id: "{{ awx_job_id | default(omit) }}"
-      label: "switch {{ spec_switch_label }}"
+      label: "switch {{ switch_label }}"
     ttl: 900
     directories:
       - /var/lib/llmops-specdec/baselines
@@ -133,12 +133,12 @@ EXAMPLES = r"""
 
 - name: Take over a lock left by a dead run (its deadline passed)
   llmops.specdec.switch_lock:
-    run_id: "{{ spec_switch_run_id }}"
+    run_id: "{{ switch_run_id }}"
     takeover: true
 
 - name: Release the lock (only if this run holds it)
   llmops.specdec.switch_lock:
-    run_id: "{{ spec_switch_run_id }}"
+    run_id: "{{ switch_run_id }}"
     state: unlocked
 """
 

@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The execution environment definition and the AWX project's collection requirements."""
 from __future__ import annotations
 
@@ -21,7 +24,7 @@ def _fqcn_collections():
     return {c for c in found if c.split(".")[0] in _NAMESPACES}
 
 
-# Namespaces of collections (not Jinja attribute chains like spec_switch_best.spec.method).
+# Namespaces of collections (not Jinja attribute chains like spec_switch_record.spec.method).
 _NAMESPACES = {"ansible", "llmops", "community", "awx", "containers", "kubernetes"}
 
 

@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """spec_switch's acceptance watch tasks, run by ansible-playbook on the controller (no host touched).
 
 The tasks are taken by name from the role's own files (record.yml stores the kept acceptance, nightly.yml
@@ -53,21 +56,21 @@ def build(tmp_path):
     kept_round = bench(level(1, 3000, [0.6, 0.45]), level(8, 3000, [0.6, 0.45]))
     hostvars = {
         # h1: a candidate kept, tonight its acceptance dropped at position 1
-        "h1": {"keep": True, "spec_switch_result": {"bench": [kept_round]},
-               "spec_switch_baseline": {"bench": bench(level(1, 3000, [0.6, 0.3]), level(8, 3000, [0.6, 0.3]))}},
+        "h1": {"keep": True, "__spec_switch_result": {"bench": [kept_round]},
+               "__spec_switch_baseline": {"bench": bench(level(1, 3000, [0.6, 0.3]), level(8, 3000, [0.6, 0.3]))}},
         # h2: kept, tonight the same acceptance
-        "h2": {"keep": True, "spec_switch_result": {"bench": [kept_round]},
-               "spec_switch_baseline": {"bench": bench(level(1, 3000, [0.6, 0.45]), level(8, 3000, [0.61, 0.44]))}},
+        "h2": {"keep": True, "__spec_switch_result": {"bench": [kept_round]},
+               "__spec_switch_baseline": {"bench": bench(level(1, 3000, [0.6, 0.45]), level(8, 3000, [0.61, 0.44]))}},
         # h3: nothing ever kept (a failed candidate has no result)
-        "h3": {"keep": False, "spec_switch_result": None,
-               "spec_switch_baseline": {"bench": bench(level(1, 3000, [0.6, 0.3]))}},
+        "h3": {"keep": False, "__spec_switch_result": None,
+               "__spec_switch_baseline": {"bench": bench(level(1, 3000, [0.6, 0.3]))}},
     }
-    common = {"ansible_connection": "local", "spec_switch_baseline_key": "vllm__m__reasoning", "spec_switch_label": "eagle3 k=2",
-              "spec_switch_spec": {"method": "eagle3", "num_speculative_tokens": 2}, "spec_switch_suite": "reasoning",
+    common = {"ansible_connection": "local", "__spec_switch_baseline_key": "vllm__m__reasoning", "spec_switch_label": "eagle3 k=2",
+              "__spec_switch_spec": {"method": "eagle3", "num_speculative_tokens": 2}, "spec_switch_suite": "reasoning",
               "spec_server_unit": "vllm-server.service"}
     for host, values in hostvars.items():
         values.update(common, spec_switch_state_dir=str(tmp_path / host / "state"), spec_switch_textfile_dir=str(tmp_path / host / "prom"),
-                      spec_switch_baseline_settings={"host": host, "unit_sha256": UNIT})
+                      __spec_switch_baseline_settings={"host": host, "unit_sha256": UNIT})
         (tmp_path / host / "prom").mkdir(parents=True)
     inventory = {"all": {"hosts": hostvars}}
     setup = {"name": "Stand in for the switch's record", "ansible.builtin.set_fact": {"spec_switch_record": {
