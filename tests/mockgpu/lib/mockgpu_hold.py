@@ -98,6 +98,14 @@ class Holding:
         self.fd = None
         _active.discard((self.pid, self.gpu))
 
+    def resize(self, mib: int) -> None:
+        """Hold `mib` MiB from now on, the device node still open (a parked engine keeps its context)."""
+        if self.fd is None or int(mib) < 0:
+            raise ValueError("resize needs a live hold and mib >= 0")
+        record = {"pid": self.pid, "gpu": self.gpu, "mib": int(mib), "starttime": proc_starttime(self.pid)}
+        _write_atomic(self.entry, json.dumps(record) + "\n")
+        self.mib = int(mib)
+
     def __enter__(self) -> "Holding":
         return self
 

@@ -8,6 +8,7 @@ Roles: `worker` (vLLM Worker_TP<r> / SGLang scheduler_TP<r>: holds GPU memory),
 """
 import json
 import os
+import signal
 import sys
 import time
 
@@ -96,6 +97,30 @@ def _stop_worker():
     os._exit(0)
 
 
+def _park_signals(p, log, gpu, want):
+    """SIGUSR1 parks (keep only the context's residual on the GPU), SIGUSR2 wakes (take the rest back,
+    or fail like CUDA when the GPU has no room any more). The API waits on the registry (park.py)."""
+    residual = min(want, int(p.get("park_residual_mib", 0)))
+
+    def park(*_):
+        if _held:
+            _held[0].resize(residual)
+
+    def wake(*_):
+        if not _held or _held[0].mib == want:
+            return
+        _total, free = gpumem.gpu_info(gpu)
+        if free < want - _held[0].mib:
+            log.error("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate %.2f GiB. GPU %d has a total "
+                      "capacity of %.2f GiB of which %.2f GiB is free." % (
+                          (want - _held[0].mib) / 1024.0, gpu, _total / 1024.0, free / 1024.0))
+            os._exit(1)
+        _held[0].resize(want)
+
+    signal.signal(signal.SIGUSR1, park)
+    signal.signal(signal.SIGUSR2, wake)
+
+
 def worker(p):
     log = _log(p)
     procs.install_signals(p.get("ignore_sigterm"), _stop_worker)
@@ -116,12 +141,13 @@ def worker(p):
         _held.append(hold.hold(gpu, want))
     except Exception as exc:  # an unusable device node or registry is a CUDA init failure
         return _fail(p, log, "RuntimeError: CUDA error: initialization error (%s)" % exc)
+    _park_signals(p, log, gpu, want)
     log.info("Loading weights took %.2f seconds" % p["load_seconds"], src="gpu_model_runner.py:1")
     if p.get("fail"):
         time.sleep(min(p["load_seconds"], 1.0))
         return _fail(p, log, p["fail"])
     time.sleep(p["load_seconds"])
-    procs.report(p["ready_fd"], ok=True, rank=p["rank"], gpu=gpu, mib=want)
+    procs.report(p["ready_fd"], ok=True, rank=p["rank"], gpu=gpu, mib=want, pid=os.getpid())
     os.close(p["ready_fd"])
     procs.sleep_forever()
 

@@ -26,7 +26,7 @@ def import_hold():
     return mockgpu_hold
 
 
-def _registry_dir():
+def registry_dir():
     return os.environ.get("MOCKGPU_REGISTRY") or "/run/mockgpu/holders"
 
 
@@ -54,7 +54,7 @@ def _live(pid, starttime, node):
 
 def used_mib(gpu):
     total = 0
-    for path in glob.glob(os.path.join(_registry_dir(), "*.%d" % gpu)):
+    for path in glob.glob(os.path.join(registry_dir(), "*.%d" % gpu)):
         try:
             with open(path, encoding="utf-8") as f:
                 entry = json.loads(f.readline())

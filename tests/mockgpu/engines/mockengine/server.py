@@ -13,6 +13,7 @@ import random
 import socket
 import threading
 import time
+import urllib.parse
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -66,6 +67,7 @@ class EngineState:
         self.fault_lock = threading.Lock()
         self.created = int(time.time())
         self.api_keys = [k for k in (api_keys or []) if k]
+        self.park = None  # park.Parker once loaded; its routes answer 404 without one (vLLM: no dev mode)
 
     def needs_key(self, path):
         if not self.api_keys:
@@ -166,6 +168,8 @@ class _Handler(BaseHTTPRequestHandler):
                 {"id": name, "object": "model", "created": st.created, "owned_by": st.engine,
                  "root": st.model, "parent": None, "max_model_len": st.max_model_len}
                 for name in st.served_names]})
+        if st.park is not None and self._park_route("GET", path):
+            return None
         if st.engine == "sglang" and path in ("/get_server_info", "/server_info"):
             return self._send(200, self._server_info())
         if st.engine == "sglang" and path == "/get_model_info":
@@ -175,6 +179,8 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self):
         path = self.path.split("?", 1)[0]
         if self._refused(path):
+            return None
+        if self.state.park is not None and self._park_route("POST", path):
             return None
         if path not in ("/v1/completions", "/v1/chat/completions"):
             self._read_body()
@@ -188,9 +194,53 @@ class _Handler(BaseHTTPRequestHandler):
         st = self.state
         if not st.ready or st.shutting_down:
             return self._error(503, "The server is not ready.", "ServiceUnavailableError")
+        if st.park is not None and st.park.parked:
+            return self._error(503, "The engine is parked (sleeping).", "ServiceUnavailableError")
         if self._fault_5xx():
             return
         self._completion(body, chat=path.endswith("chat/completions"))
+
+    # -- parking (park.py) --------------------------------------------------------
+    def _park_route(self, method, path):
+        """Answer a park route and return True, or return False for any other path."""
+        st = self.state
+        query = urllib.parse.parse_qs(self.path.split("?", 1)[1] if "?" in self.path else "")
+        if st.engine == "vllm":
+            if method == "POST" and path == "/sleep":
+                self._read_body()
+                try:
+                    level = int((query.get("level") or ["1"])[0])
+                except ValueError:
+                    level = -1
+                if not 0 <= level <= 2:
+                    self._send(422, {"detail": [{"type": "less_than_equal", "loc": ["query", "level"],
+                                                 "msg": "Input should be between 0 and 2"}]})
+                    return True
+                st.park.park(level)
+                self._send(200, {"status": "sleeping", "level": level})
+                return True
+            if method == "POST" and path == "/wake_up":
+                self._read_body()
+                tags = query.get("tags") or None
+                if not st.park.wake():
+                    self._send(500, {"error": {"message": "wake_up failed: a worker died", "type": "InternalServerError"}})
+                    return True
+                self._send(200, {"status": "awake", "tags": tags})
+                return True
+            if method == "GET" and path == "/is_sleeping":
+                self._send(200, {"is_sleeping": st.park.parked})
+                return True
+            return False
+        if path in ("/release_memory_occupation", "/resume_memory_occupation"):
+            self._read_body()
+            if path.startswith("/release"):
+                st.park.park(1)
+            elif not st.park.wake():
+                self._send(500, {"error": {"message": "resume_memory_occupation failed: a scheduler died"}})
+                return True
+            self._send(200, b"null")
+            return True
+        return False
 
     def _read_body(self):
         length = int(self.headers.get("content-length") or 0)

@@ -11,7 +11,7 @@ import sys
 import threading
 import time
 
-from . import gpumem, procs, runtime
+from . import gpumem, park, procs, runtime
 from .log import SglangLog, traceback_text
 from .server import make_server
 from .timing import SpecShape
@@ -39,6 +39,7 @@ def build_parser():
     p.add_argument("--served-model-name")
     p.add_argument("--context-length", type=int)
     p.add_argument("--enable-metrics", action="store_true")
+    p.add_argument("--enable-memory-saver", action="store_true")
     p.add_argument("--trust-remote-code", action="store_true")
     p.add_argument("--max-running-requests", type=int)
     p.add_argument("--max-total-tokens", type=int)
@@ -541,7 +542,8 @@ def main(argv=None):
             "role": "worker", "engine": "sglang", "title": title, "rank": rank,
             "gpu": visible[gpus[rank]], "fraction": args.mem_fraction_static, "load_seconds": load,
             "escape": rank == escape, "fail": fail if rank == 0 else None,
-            "ignore_sigterm": bool(faults.get("ignore_sigterm")), "log_tag": "TP%d" % rank}))
+            "ignore_sigterm": bool(faults.get("ignore_sigterm")), "log_tag": "TP%d" % rank,
+            "park_residual_mib": park.settings(profile)["residual_mib"]}))
     ranks.append(("sglang::detokenizer", {"role": "idle", "engine": "sglang", "title": "sglang::detokenizer",
                                           "rank": "detokenizer",
                                           "ignore_sigterm": bool(faults.get("ignore_sigterm"))}))
@@ -558,6 +560,8 @@ def main(argv=None):
     if faults.get("never_ready"):
         log.info("Waiting for the warmup request to finish...")
     else:
+        # The release/resume routes always exist; only --enable-memory-saver makes them free anything.
+        state.park = park.Parker(list(sup.ready.values()), profile, args.enable_memory_saver, load)
         state.ready = True
         log.info("End of prefill warmup with status 200, resp: [{'text': '.', 'meta_info': {}}]")
         log.info("The server is fired up and ready to roll!")

@@ -10,7 +10,7 @@ import sys
 import threading
 import time
 
-from . import VLLM_VERSION, gpumem, procs, runtime
+from . import VLLM_VERSION, gpumem, park, procs, runtime
 from .log import VllmLog, traceback_text
 from .server import make_server
 from .timing import SpecShape
@@ -99,6 +99,7 @@ def build_parser():
     p.add_argument("--enable-chunked-prefill", action=argparse.BooleanOptionalAction, default=None)
     p.add_argument("--trust-remote-code", action="store_true")
     p.add_argument("--enforce-eager", action="store_true")
+    p.add_argument("--enable-sleep-mode", action="store_true")
     p.add_argument("--async-scheduling", action=argparse.BooleanOptionalAction, default=None)
     p.add_argument("--disable-custom-all-reduce", action="store_true")
     p.add_argument("--disable-log-stats", action="store_true")
@@ -213,6 +214,7 @@ def main(argv=None):
                         "gpu": visible[rank], "fraction": args.gpu_memory_utilization, "load_seconds": load,
                         "escape": rank == escape, "fail": fail if rank == 0 else None,
                         "ignore_sigterm": bool(faults.get("ignore_sigterm")),
+                        "park_residual_mib": park.settings(profile)["residual_mib"],
                         "log_proc": "Worker_TP%d" % rank})
     rfd, wfd = os.pipe()
     timeout = float(os.environ.get("VLLM_ENGINE_READY_TIMEOUT_S", "600"))
@@ -221,7 +223,8 @@ def main(argv=None):
         "never_ready": bool(faults.get("never_ready")), "ignore_sigterm": bool(faults.get("ignore_sigterm")),
         "ready_timeout": timeout}, wfd)
     os.close(wfd)
-    error = _wait_core(rfd, core, timeout, stopper)
+    ready = {}
+    error = _wait_core(rfd, core, timeout, stopper, ready)
     if error == "stop":
         _shutdown(log, server, core, started=False)
     if error:
@@ -233,6 +236,13 @@ def main(argv=None):
             core.kill()
         runtime.exit_now(1)
 
+    if os.environ.get("VLLM_SERVER_DEV_MODE", "0").strip() == "1":  # vLLM's envs: bool(int(...))
+        log.warning("SECURITY WARNING: Development endpoints are enabled! This should NOT be used in production!",
+                    "api_server.py:1")
+        state.park = park.Parker(ready.get("workers") or [], profile, args.enable_sleep_mode, load, lambda freed, kept: log.info(
+            # gpu_worker.py formats with format_gib: round(bytes / GiB, 2)
+            "Sleep mode freed %s GiB memory, %s GiB memory is still in use." % (round(freed / 1024.0, 2), round(kept / 1024.0, 2)),
+            "gpu_worker.py:1"))
     state.ready = True  # before listen(): a first probe must never see a 503
     server.server_activate()
     threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True).start()
@@ -254,7 +264,7 @@ def main(argv=None):
     _shutdown(log, server, core, started=True)
 
 
-def _wait_core(rfd, core, timeout, stopper):
+def _wait_core(rfd, core, timeout, stopper, ready):
     deadline = time.monotonic() + timeout
     buf = b""
     while time.monotonic() < deadline:
@@ -268,6 +278,7 @@ def _wait_core(rfd, core, timeout, stopper):
             while b"\n" in buf:
                 line, buf = buf.split(b"\n", 1)
                 msg = json.loads(line)
+                ready.update(msg)
                 return None if msg.get("ok") else msg.get("error", "failed")
         elif core.poll() is not None:
             return "EngineCore exited with code %s" % core.poll()
