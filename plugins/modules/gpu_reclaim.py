@@ -303,24 +303,19 @@ from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.llmops.specdec.plugins.module_utils import _nvml
 from ansible_collections.llmops.specdec.plugins.module_utils._reclaim import (
-    DEFAULT_PROTECT, ReclaimError, reclaim)
+    DEFAULTS, SCOPES, ReclaimError, reclaim)
 
 
 def main():
+    # The defaults are _reclaim.DEFAULTS (the guard's host-side reclaim fills in the same ones).
+    lists = ("units", "gpus", "protect", "allow_uids", "allow_cgroups", "allow_units")
+    spec = {key: dict(type="list", elements="str", default=list(DEFAULTS[key])) for key in lists}
+    spec["scope"] = dict(type="str", choices=list(SCOPES), default=DEFAULTS["scope"])
+    for key in ("stop_timeout", "term_timeout", "verify_timeout"):
+        spec[key] = dict(type="float", default=DEFAULTS[key])
+    spec["max_used_mib"] = dict(type="int", default=DEFAULTS["max_used_mib"])
     module = AnsibleModule(
-        argument_spec=dict(
-            units=dict(type="list", elements="str", default=[]),
-            gpus=dict(type="list", elements="str", default=[]),
-            scope=dict(type="str", choices=["unit", "gpu"], default="unit"),
-            protect=dict(type="list", elements="str", default=list(DEFAULT_PROTECT)),
-            allow_uids=dict(type="list", elements="str", default=[]),
-            allow_cgroups=dict(type="list", elements="str", default=[]),
-            allow_units=dict(type="list", elements="str", default=[]),
-            stop_timeout=dict(type="float", default=30),
-            term_timeout=dict(type="float", default=10),
-            verify_timeout=dict(type="float", default=30),
-            max_used_mib=dict(type="int", default=0),
-        ),
+        argument_spec=spec,
         supports_check_mode=True,
     )
     if _nvml.PYNVML.get() is None:
