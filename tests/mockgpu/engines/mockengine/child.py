@@ -102,11 +102,11 @@ def _park_signals(p, log, gpu, want):
     or fail like CUDA when the GPU has no room any more). The API waits on the registry (park.py)."""
     residual = min(want, int(p.get("park_residual_mib", 0)))
 
-    def park(*_):
+    def park(*_args):
         if _held:
             _held[0].resize(residual)
 
-    def wake(*_):
+    def wake(*_args):
         if not _held or _held[0].mib == want:
             return
         _total, free = gpumem.gpu_info(gpu)

@@ -46,7 +46,7 @@ def test_vllm_sleep_level1_keeps_a_residual_per_worker_and_wakes(tmp_path, engin
     assert _held(host, (3, 4)) == [RESIDUAL, RESIDUAL]
     assert _send(eng, "GET", "/is_sleeping") == (200, {"is_sleeping": True})
     assert eng.status("/health") == 200  # parked, still up and on its port
-    status, _ = eng.post("/v1/completions", {"model": "org/model-7b", "prompt": "hi", "max_tokens": 2})
+    status = eng.post("/v1/completions", {"model": "org/model-7b", "prompt": "hi", "max_tokens": 2})[0]
     assert status == 503
     assert "Sleep mode freed" in eng.log() and "memory is still in use" in eng.log()
     assert _send(eng, "POST", "/wake_up") == (200, {"status": "awake", "tags": None})
