@@ -158,10 +158,13 @@ def test_deadline_passes_guard_restores_previous_unit(gpus, sd, tmp_path):
 
 def test_renew_keeps_it_armed_and_confirm_disarms(gpus, sd, tmp_path):
     sw = Switch(tmp_path, sd)
-    sw.arm(ttl=3)
+    # 8 s: room for the candidate's start on a loaded machine before the first renewal.
+    sw.arm(ttl=8)
     candidate = sw.install_candidate()
+    state = _guard.renew(sw.statefile, RUN, 3)
+    assert state["phase"] == "armed"
     watcher_pid = sw.watcher()["pid"]
-    end = time.monotonic() + 4  # longer than the ttl: only the renewals keep it armed
+    end = time.monotonic() + 4  # longer than the renewed ttl: only the renewals keep it armed
     while time.monotonic() < end:
         state = _guard.renew(sw.statefile, RUN, 3)
         assert state["phase"] == "armed" and state["lock_renewed"]
