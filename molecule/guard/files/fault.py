@@ -88,16 +88,30 @@ def history_tail(args, n=3):
     return [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
 
 
+def host_veth(address):
+    """The controller's end of the host's link: the interface holding ADDRESS's .1 (tests/mockgpu/host/lib.sh
+    names it by checkout slot and index, sd120h in slot 0, sd1x120h in slot 1)."""
+    mine = address.rsplit(".", 1)[0] + ".1"
+    out = subprocess.run(["ip", "-o", "-4", "addr", "show"], capture_output=True, text=True, check=True).stdout
+    for line in out.splitlines():
+        fields = line.split()
+        if "inet" in fields and fields[fields.index("inet") + 1].split("/")[0] == mine:
+            return fields[1].split("@")[0]
+    raise SystemExit("no interface holds %s (the host's link)" % mine)
+
+
 def main():
     ap = argparse.ArgumentParser()
     for opt in ("--host", "--address", "--key", "--inventory", "--unit", "--port", "--stage", "--fault"):
         ap.add_argument(opt, required=True)
-    ap.add_argument("--veth", default="")
+    ap.add_argument("--veth", default="", help="the host's link (default: found by --address)")
     ap.add_argument("--extra", default="{}")
     ap.add_argument("--timeout", type=float, default=300)
     ap.add_argument("--log", default="/dev/null")
     args = ap.parse_args()
     root = os.environ.get("MOLECULE_PROJECT_DIRECTORY", os.getcwd())
+    if args.fault == "link" and not args.veth:
+        args.veth = host_veth(args.address)
 
     first = probe(args)
     if first is None:
