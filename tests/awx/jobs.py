@@ -70,6 +70,7 @@ class MockFleet:
         self.hosts = hosts  # name -> (index, host vars)
         self.inventory = self.workdir / "inventory"
         self.group_vars = group_vars
+        self.addresses = {}  # name -> address, as `up` reports it (its subnet depends on the checkout's slot)
 
     def up(self):
         inv = {"inference": {"children": {"mockgpu": {"hosts": {}}}, "vars": self.group_vars}}
@@ -77,6 +78,7 @@ class MockFleet:
             out = subprocess.run([str(HOST_TOOLS / "up"), name, str(index), "--gpus", "2"], check=True,
                                  capture_output=True, text=True, timeout=300)
             info = json.loads(out.stdout.splitlines()[-1])
+            self.addresses[name] = info["address"]
             inv["inference"]["children"]["mockgpu"]["hosts"][name] = dict(
                 host_vars, ansible_host=info["address"], ansible_ssh_private_key_file=info["identity_file"])
         (self.inventory / "group_vars").mkdir(parents=True, exist_ok=True)
@@ -100,9 +102,8 @@ class MockFleet:
 
     def shell(self, name, *argv, check=True):
         """A command on the mock host over SSH (root), e.g. to write an engine fault."""
-        index = self.hosts[name][0]
         key = REPO / ".build" / "ssh" / "id_ed25519"
         return subprocess.run(["ssh", "-i", str(key), "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no",
                                "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
-                               "root@10.77.%d.2" % index, shlex.join(argv)],
+                               "root@%s" % self.addresses[name], shlex.join(argv)],
                               check=check, capture_output=True, text=True, timeout=60)
