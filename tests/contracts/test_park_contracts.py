@@ -24,16 +24,6 @@ import pytest
 from conftest import MOCK, wheel_file  # noqa: E402
 
 
-def _send(engine, method, path, body=None):
-    conn = MOCK.http.client.HTTPConnection("127.0.0.1", engine.port, timeout=30)
-    try:
-        conn.request(method, path, json.dumps(body) if body is not None else None, {"content-type": "application/json"})
-        resp = conn.getresponse()
-        return resp.status, json.loads(resp.read() or b"null")
-    finally:
-        conn.close()
-
-
 class _Client:
     """What the real endpoints call on app.state.engine_client."""
 
@@ -80,10 +70,10 @@ def test_vllm_sleep_routes_and_answers_are_the_real_routers(mock_host):
                               env=mock_host.env(CUDA_VISIBLE_DEVICES="6", VLLM_SERVER_DEV_MODE="1"))
     try:
         engine.wait_ready()
-        assert _send(engine, "GET", "/is_sleeping") == (200, real(api_router.is_sleeping(_request(client))))
-        assert _send(engine, "POST", "/sleep?level=1") == (200, real(api_router.sleep(_request(client), level=1, mode="abort")))
-        assert _send(engine, "GET", "/is_sleeping") == (200, real(api_router.is_sleeping(_request(client))))
-        assert _send(engine, "POST", "/wake_up") == (200, real(api_router.wake_up(_request(client))))
+        assert engine.request("GET", "/is_sleeping") == (200, real(api_router.is_sleeping(_request(client))))
+        assert engine.request("POST", "/sleep?level=1") == (200, real(api_router.sleep(_request(client), level=1, mode="abort")))
+        assert engine.request("GET", "/is_sleeping") == (200, real(api_router.is_sleeping(_request(client))))
+        assert engine.request("POST", "/wake_up") == (200, real(api_router.wake_up(_request(client))))
         log = engine.log()
     finally:
         engine.kill_group()
@@ -137,8 +127,8 @@ def test_sglang_memory_occupation_routes_are_the_real_servers(mock_host):
     try:
         engine.wait_ready()
         for method in ("GET", "POST"):
-            assert _send(engine, method, "/release_memory_occupation", {"tags": None}) == (200, None)
-            assert _send(engine, method, "/resume_memory_occupation", {"tags": None}) == (200, None)
+            assert engine.request(method, "/release_memory_occupation", {"tags": None}) == (200, None)
+            assert engine.request(method, "/resume_memory_occupation", {"tags": None}) == (200, None)
     finally:
         engine.kill_group()
 

@@ -153,6 +153,16 @@ class Engine:
         finally:
             conn.close()
 
+    def request(self, method, path, body=None):
+        """Any method, JSON body optional: (status, json or None)."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        try:
+            conn.request(method, path, json.dumps(body) if body is not None else None, {"content-type": "application/json"})
+            resp = conn.getresponse()
+            return resp.status, json.loads(resp.read() or b"null")
+        finally:
+            conn.close()
+
     def post(self, path, body):
         """Non-streaming POST: (status, json)."""
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)

@@ -8,7 +8,6 @@ processes on a temp mock host; memory read from the holder registry as the NVML 
 from __future__ import annotations
 
 import http.client
-import json
 
 from conftest import TOTAL_MIB, MockGpuHost, wait_until
 
@@ -24,16 +23,6 @@ def _held(host, gpus):
     return sorted(h["mib"] for h in host.holders() if h["gpu"] in gpus)
 
 
-def _send(engine, method, path, body=None):
-    conn = http.client.HTTPConnection("127.0.0.1", engine.port, timeout=30)
-    try:
-        conn.request(method, path, json.dumps(body) if body is not None else None, {"content-type": "application/json"})
-        resp = conn.getresponse()
-        return resp.status, json.loads(resp.read() or b"null")
-    finally:
-        conn.close()
-
-
 def test_vllm_sleep_level1_keeps_a_residual_per_worker_and_wakes(tmp_path, engines):
     host = _host(tmp_path)
     eng = engines.vllm(host, "--tensor-parallel-size", "2", "--gpu-memory-utilization", "0.5", "--enable-sleep-mode",
@@ -41,15 +30,15 @@ def test_vllm_sleep_level1_keeps_a_residual_per_worker_and_wakes(tmp_path, engin
     eng.wait_ready()
     loaded = int(0.5 * TOTAL_MIB)
     assert _held(host, (3, 4)) == [loaded, loaded]
-    assert _send(eng, "GET", "/is_sleeping") == (200, {"is_sleeping": False})
-    assert _send(eng, "POST", "/sleep?level=1") == (200, {"status": "sleeping", "level": 1})
+    assert eng.request("GET", "/is_sleeping") == (200, {"is_sleeping": False})
+    assert eng.request("POST", "/sleep?level=1") == (200, {"status": "sleeping", "level": 1})
     assert _held(host, (3, 4)) == [RESIDUAL, RESIDUAL]
-    assert _send(eng, "GET", "/is_sleeping") == (200, {"is_sleeping": True})
+    assert eng.request("GET", "/is_sleeping") == (200, {"is_sleeping": True})
     assert eng.status("/health") == 200  # parked, still up and on its port
     status = eng.post("/v1/completions", {"model": "org/model-7b", "prompt": "hi", "max_tokens": 2})[0]
     assert status == 503
     assert "Sleep mode freed" in eng.log() and "memory is still in use" in eng.log()
-    assert _send(eng, "POST", "/wake_up") == (200, {"status": "awake", "tags": None})
+    assert eng.request("POST", "/wake_up") == (200, {"status": "awake", "tags": None})
     assert _held(host, (3, 4)) == [loaded, loaded]
     status, body = eng.post("/v1/completions", {"model": "org/model-7b", "prompt": "hi", "max_tokens": 2})
     assert status == 200 and body["choices"]
@@ -59,13 +48,13 @@ def test_vllm_routes_only_in_dev_mode_and_nothing_freed_without_sleep_mode(tmp_p
     host = _host(tmp_path)
     plain = engines.vllm(host, "--gpu-memory-utilization", "0.3", env=host.env(CUDA_VISIBLE_DEVICES="0"))
     plain.wait_ready()
-    assert _send(plain, "POST", "/sleep?level=1")[0] == 404
+    assert plain.request("POST", "/sleep?level=1")[0] == 404
     no_flag = engines.vllm(host, "--gpu-memory-utilization", "0.3", env=host.env(CUDA_VISIBLE_DEVICES="1", **DEV))
     no_flag.wait_ready()
-    assert _send(no_flag, "POST", "/sleep?level=1") == (200, {"status": "sleeping", "level": 1})
+    assert no_flag.request("POST", "/sleep?level=1") == (200, {"status": "sleeping", "level": 1})
     assert _held(host, (1,)) == [int(0.3 * TOTAL_MIB)]  # vLLM without the cumem pool frees nothing
     assert "Sleep mode freed 0.0 GiB memory" in no_flag.log()
-    assert _send(no_flag, "POST", "/sleep?level=7")[0] == 422
+    assert no_flag.request("POST", "/sleep?level=7")[0] == 422
 
 
 def test_vllm_wake_up_without_room_fails_and_the_engine_exits(tmp_path, engines):
@@ -73,12 +62,12 @@ def test_vllm_wake_up_without_room_fails_and_the_engine_exits(tmp_path, engines)
     eng = engines.vllm(host, "--gpu-memory-utilization", "0.6", "--enable-sleep-mode",
                        env=host.env(CUDA_VISIBLE_DEVICES="2", **DEV))
     eng.wait_ready()
-    assert _send(eng, "POST", "/sleep?level=1")[0] == 200
+    assert eng.request("POST", "/sleep?level=1")[0] == 200
     other = engines.vllm(host, "--gpu-memory-utilization", "0.6", env=host.env(CUDA_VISIBLE_DEVICES="2"))
     other.wait_ready()  # fits only because the first one is parked
     # The rank dies of it, and the engine with it: a 500, or the connection gone with the process.
     try:
-        status = _send(eng, "POST", "/wake_up")[0]
+        status = eng.request("POST", "/wake_up")[0]
     except (http.client.HTTPException, ConnectionError):
         status = "dropped"
     assert status in (500, "dropped")
@@ -92,11 +81,11 @@ def test_sglang_release_and_resume_memory_occupation(tmp_path, engines):
                          env=host.env(CUDA_VISIBLE_DEVICES="5,6"))
     eng.wait_ready()
     loaded = int(0.4 * TOTAL_MIB)
-    assert _send(eng, "POST", "/release_memory_occupation", {"tags": None}) == (200, None)
+    assert eng.request("POST", "/release_memory_occupation", {"tags": None}) == (200, None)
     assert _held(host, (5, 6)) == [RESIDUAL, RESIDUAL]
-    assert _send(eng, "POST", "/resume_memory_occupation", {"tags": None}) == (200, None)
+    assert eng.request("POST", "/resume_memory_occupation", {"tags": None}) == (200, None)
     assert _held(host, (5, 6)) == [loaded, loaded]
     plain = engines.sglang(host, "--mem-fraction-static", "0.2", env=host.env(CUDA_VISIBLE_DEVICES="7"))
     plain.wait_ready()
-    assert _send(plain, "GET", "/release_memory_occupation")[0] == 200
+    assert plain.request("GET", "/release_memory_occupation")[0] == 200
     assert _held(host, (7,)) == [int(0.2 * TOTAL_MIB)]  # no memory saver: nothing released
