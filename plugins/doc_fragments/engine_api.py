@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) 2026, llmops.specdec developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The options of every module that talks to an engine's HTTP API (engine_ready, spec_bench).
+"""The options of every module that talks to an engine's HTTP API (engine_ready, engine_park, spec_bench).
 
 Their argument spec is ``module_utils._http.ENGINE_API_ARGSPEC``; keep the two in step.
 """

@@ -3,8 +3,9 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """HTTP to an engine's API, shared by engine_ready (``_ready``) and spec_bench (``_bench*``).
 
-- ``engine_api_argspec()``: the ``url`` / ``api_key`` / ``validate_certs`` options of both modules
-  (documented once by the ``llmops.specdec.engine_api`` doc fragment); their defaults live here only.
+- ``engine_api_argspec()``: the ``url`` / ``api_key`` / ``validate_certs`` options of every module that
+  talks to an engine (engine_ready, engine_park, spec_bench), documented once by the
+  ``llmops.specdec.engine_api`` doc fragment; their defaults live here only.
 - The API key's checks and scrubbing live in ``_secrets`` (stdlib only, so the fleet filters need not
   import this file's HTTP stack).
 - ``http_get()``: the one GET helper (readiness probes, model discovery, metrics): never raises for I/O,
@@ -30,7 +31,7 @@ from ansible.module_utils.urls import Request, make_context
 from ansible.module_utils.six.moves.urllib.error import HTTPError, URLError
 from ansible.module_utils.six.moves.urllib.parse import urlsplit
 
-# The options both modules share (kubernetes.core's k8s_auth_options does the same).
+# The options every engine-facing module shares (kubernetes.core's k8s_auth_options does the same).
 ENGINE_API_ARGSPEC = {
     'url': {'type': 'str', 'required': True},
     'api_key': {'type': 'str', 'no_log': True},

@@ -125,6 +125,12 @@ class Nvml:
         info = self._call("nvmlDeviceGetMemoryInfo", self.lib.nvmlDeviceGetMemoryInfo, gpu.handle)
         return info.used // MIB, "v1"
 
+    def capacity(self, gpu):
+        """``(total_mib, free_mib)``: free as an allocation on the GPU would find it (the v1 struct's free,
+        driver-reserved memory not included in it)."""
+        info = self._call("nvmlDeviceGetMemoryInfo", self.lib.nvmlDeviceGetMemoryInfo, gpu.handle)
+        return info.total // MIB, info.free // MIB
+
     def compute_processes(self, gpu):
         """``{pid: mib}`` of processes with a compute context on ``gpu`` (mib None if hidden)."""
         procs = self._call("nvmlDeviceGetComputeRunningProcesses",
