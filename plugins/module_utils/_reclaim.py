@@ -24,6 +24,10 @@ Ownership (who may be signalled): a process of the units (recorded before the st
 the units' cgroups, in ``allow_units``' cgroups or under an ``allow_cgroups`` prefix, or one whose
 uids are all in ``allow_uids``; in scope ``gpu`` also one whose uids are all the service's user (the
 units' ``User=``; with no units, the user this runs as). Anything else is spared with its reason.
+
+Kept units (``keep_units``, the parked baseline beside its candidate: docs/park.md): their processes are
+taken out of every NVML snapshot, with their memory, before anything is planned. They are never a
+target nor a blocker, and a GPU they share counts as free when all that is left on it is theirs.
 """
 from __future__ import annotations
 
@@ -40,7 +44,7 @@ DEFAULT_PROTECT = ["nvidia-persistenced", "nv-hostengine", "dcgm-exporter", "dcg
 SCOPES = ("unit", "gpu")
 # Every option of reclaim() with its default (the module's argument_spec uses the same values).
 DEFAULTS = {"units": [], "gpus": [], "scope": "unit", "protect": DEFAULT_PROTECT, "allow_uids": [],
-            "allow_cgroups": [], "allow_units": [], "stop_timeout": 30.0, "term_timeout": 10.0,
+            "allow_cgroups": [], "allow_units": [], "keep_units": [], "stop_timeout": 30.0, "term_timeout": 10.0,
             "verify_timeout": 30.0, "max_used_mib": 0}
 VERIFY_INTERVAL = 0.01  # NVML answers a memory + process query in ~0.02 ms; poll often.
 UNIT_PROPS = ["LoadState", "ActiveState", "MainPID", "ControlGroup", "User", "DynamicUser", "Environment"]
@@ -85,10 +89,13 @@ def options(params):
     """
     opts = dict(DEFAULTS)
     opts.update({k: v for k, v in params.items() if v is not None})
-    for key in ("units", "gpus", "protect", "allow_uids", "allow_cgroups", "allow_units"):
+    for key in ("units", "gpus", "protect", "allow_uids", "allow_cgroups", "allow_units", "keep_units"):
         if isinstance(opts[key], (str, bytes)) or not isinstance(opts[key], (list, tuple)):
             raise ValueError("%s must be a list" % key)
         opts[key] = [str(v).strip() for v in opts[key]]
+    both = sorted(set(opts["units"]) & set(opts["keep_units"]))
+    if both:
+        raise ValueError("%s cannot be both stopped (units) and kept (keep_units)" % ", ".join(both))
     if opts["scope"] not in SCOPES:
         raise ValueError("scope must be one of %s, got %r" % (", ".join(SCOPES), opts["scope"]))
     for key in ("stop_timeout", "term_timeout", "verify_timeout", "max_used_mib"):
@@ -112,11 +119,22 @@ def _optional(procfs, name, *args):
     return method(*args) if method else None
 
 
-def _snapshot(nvml, gpus):
+def _snapshot(nvml, gpus, kept=frozenset()):
+    """Per GPU index: used MiB, struct, ``{pid: mib}``, with the ``kept`` pids and their MiB taken out."""
     state = {}
     for gpu in gpus:
         used, struct = nvml.memory(gpu)
-        state[gpu.index] = {"used": used, "struct": struct, "procs": nvml.compute_processes(gpu)}
+        state[gpu.index] = {"used": used, "struct": struct, "procs": nvml.compute_processes(gpu), "kept": 0}
+    return _without(state, kept)
+
+
+def _without(state, kept):
+    """``state`` with the ``kept`` pids out of each GPU's processes and their MiB out of its used (``kept``)."""
+    for gpu_state in state.values():
+        mine = [pid for pid in gpu_state["procs"] if pid in kept]
+        mib = sum(gpu_state["procs"].pop(pid) or 0 for pid in mine)
+        gpu_state["used"] = max(0, gpu_state["used"] - mib)
+        gpu_state["kept"] += mib
     return state
 
 
@@ -316,6 +334,27 @@ class _Procedure:
         self.result = result
         self.warn = warn
         self.last_state = None  # the last NVML snapshot of the selected GPUs (verify)
+        self.kept = frozenset()  # pids of keep_units, out of every snapshot
+
+    def snapshot(self, gpus):
+        return _snapshot(self.nvml, gpus, self.kept)
+
+    def kept_units(self, procs):
+        """keep_units as result rows, and their pids (cgroup members, main process and their tree)."""
+        rows, pids = [], set()
+        for name in self.opts["keep_units"]:
+            props = _systemd.show(self.run_command, name, ["LoadState", "ActiveState", "MainPID", "ControlGroup"])
+            if props.get("LoadState") == "not-found":
+                raise _systemd.SystemdError("keep_units: unit %s not found" % name)
+            main_pid = int(props.get("MainPID") or 0)
+            members = set(_systemd.cgroup_pids(props.get("ControlGroup", "")))
+            if main_pid:
+                members.add(main_pid)
+            members = _procs.descendants(procs, members)
+            pids |= members
+            rows.append({"name": name, "active": props.get("ActiveState", ""), "main_pid": main_pid,
+                         "pids": sorted(members)})
+        return rows, frozenset(pids)
 
     # -- failures --------------------------------------------------------------------------------
     def explain(self, msg):
@@ -431,10 +470,12 @@ class _Procedure:
 
         procs = self.procfs.table()
         try:
+            result["kept"], self.kept = self.kept_units(procs)
             units, unit_keys, cgroups, service_uids, envs = self.units_snapshot(procs)
         except (_systemd.SystemdError, ValueError) as exc:
             self.fail(str(exc))
         result["units"] = units
+        before = _without(before, self.kept)
         try:
             selected, source, why = self.select(all_gpus, explicit, before, units, envs)
         except NvmlError as exc:
@@ -449,7 +490,7 @@ class _Procedure:
                           foreign_pidns=bool(_optional(self.procfs, "pidns_nested")))
         targets, spared = planner.plan(before, procs)
         result["gpus"] = [dict(g.describe(), selected_by=why[g.index], memory_struct=before[g.index]["struct"],
-                               used_mib_before=before[g.index]["used"],
+                               used_mib_before=before[g.index]["used"], kept_mib_before=before[g.index]["kept"],
                                processes_before=[_proc_row(pid, procs, mib)
                                                  for pid, mib in sorted(before[g.index]["procs"].items())])
                           for g in selected]
@@ -490,7 +531,7 @@ class _Procedure:
 
         # Fresh look after the stop: most unit processes are gone, escaped ones and strays remain.
         procs = self.procfs.table()
-        targets, spared = planner.plan(_snapshot(nvml, all_gpus), procs)
+        targets, spared = planner.plan(self.snapshot(all_gpus), procs)
         result["spared"] = spared
         phase_start = self.clock()
         survivors = self.signal(targets, opts["term_timeout"], opts["verify_timeout"], phase="initial")
@@ -521,7 +562,8 @@ class _Procedure:
             used = before[gpu.index]["used"]
             if len(left) < len(before[gpu.index]["procs"]) or to_stop:
                 used = sum(mib or 0 for mib in left.values())
-            predicted[gpu.index] = {"used": used, "struct": before[gpu.index]["struct"], "procs": left}
+            predicted[gpu.index] = {"used": used, "struct": before[gpu.index]["struct"], "procs": left,
+                                    "kept": before[gpu.index]["kept"]}
         result["diff"] = {"before": diff_before,
                           "after": {"gpu%d" % g.index: _gpu_view(predicted, g.index, procs) for g in selected}}
         return result
@@ -549,11 +591,11 @@ class _Procedure:
 
     def verify(self, planner, all_gpus, selected, targets, spared, survivors, deadline):
         """Poll NVML until the selected GPUs are free; plan late holders; fail with what is left."""
-        opts, nvml = self.opts, self.nvml
+        opts = self.opts
         spared_by_pid = {e["pid"]: e for e in spared}
         handled = {p.pid for p, _e in targets} | set(spared_by_pid)
         while True:
-            state = self.last_state = _snapshot(nvml, selected)
+            state = self.last_state = self.snapshot(selected)
             busy = [g for g in selected if state[g.index]["procs"]
                     or state[g.index]["used"] > _tolerance(state[g.index]["struct"], opts["max_used_mib"])]
             if not busy:
@@ -567,7 +609,7 @@ class _Procedure:
                 procs = self.procfs.table()
                 late = {pid for pid in new if pid in procs}
                 if late:  # a holder that appeared after the plan: judged by the same rules
-                    late_targets, late_spared = planner.plan(_snapshot(nvml, all_gpus), procs)
+                    late_targets, late_spared = planner.plan(self.snapshot(all_gpus), procs)
                     for entry in late_spared:
                         if entry["pid"] in late:
                             entry["late"] = True
@@ -616,6 +658,7 @@ class _Procedure:
     def fill_after(self, state, selected, procs):
         for row, gpu in zip(self.result["gpus"], selected):
             row["used_mib_after"] = state[gpu.index]["used"]
+            row["kept_mib_after"] = state[gpu.index]["kept"]
             row["processes_after"] = [_proc_row(pid, procs, mib)
                                       for pid, mib in sorted(state[gpu.index]["procs"].items())]
 
@@ -642,7 +685,7 @@ def reclaim(params, run_command, check_mode=False, nvml_lib=None, procfs=None, d
     """
     timer = _Clock(clock)
     result = {"changed": False, "touched": False, "stopped": [], "gpus": [], "gpus_source": "none",
-              "units": [], "signalled": [], "spared": [], "elapsed": timer.elapsed}
+              "units": [], "kept": [], "signalled": [], "spared": [], "elapsed": timer.elapsed}
     try:
         opts = options(params)
     except ValueError as exc:

@@ -132,6 +132,16 @@ options:
     type: list
     elements: str
     default: []
+  keep_units:
+    description:
+      - Units that keep running on the selected GPUs, typically the baseline parked by
+        M(llmops.specdec.engine_park) beside its candidate. Their processes are never signalled nor
+        counted as blockers, and their memory is taken out of what must be freed (RV(kept); C(kept_mib_*)
+        in RV(gpus)). A unit cannot be in both O(units) and O(keep_units); a missing one fails the module
+        before anything is stopped.
+    type: list
+    elements: str
+    default: []
   stop_timeout:
     description:
       - Seconds to wait for each unit to stop before C(systemctl kill --signal=SIGKILL) on its cgroup.
@@ -220,7 +230,9 @@ gpus_source:
   type: str
   sample: CUDA_VISIBLE_DEVICES
 gpus:
-  description: Per selected GPU, why it was selected (C(selected_by)), memory and compute processes before and after.
+  description:
+    - Per selected GPU, why it was selected (C(selected_by)), memory and compute processes before and after.
+    - C(used_mib_*) leave out what the processes of O(keep_units) hold (C(kept_mib_*)).
   returned: always
   type: list
   elements: dict
@@ -232,6 +244,8 @@ gpus:
       memory_struct: v2
       used_mib_before: 120004
       used_mib_after: 0
+      kept_mib_before: 0
+      kept_mib_after: 0
       processes_before: [{pid: 4242, name: VLLM::Worker_TP, mib: 120004}]
       processes_after: []
 units:
@@ -249,6 +263,16 @@ units:
       cuda_visible_devices: '0'
       action: stopped
       killed: false
+kept:
+  description: The units of O(keep_units), their state and processes (left running).
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - name: vllm.service
+      active: active
+      main_pid: 4200
+      pids: [4200, 4230, 4242]
 signalled:
   description:
     - Each process signalled, with the signal that ended it (C(SIGTERM) or C(SIGKILL)).
@@ -308,7 +332,7 @@ from ansible_collections.llmops.specdec.plugins.module_utils._reclaim import (
 
 def main():
     # The defaults are _reclaim.DEFAULTS (the guard's host-side reclaim fills in the same ones).
-    lists = ("units", "gpus", "protect", "allow_uids", "allow_cgroups", "allow_units")
+    lists = ("units", "gpus", "protect", "allow_uids", "allow_cgroups", "allow_units", "keep_units")
     spec = {key: dict(type="list", elements="str", default=list(DEFAULTS[key])) for key in lists}
     spec["scope"] = dict(type="str", choices=list(SCOPES), default=DEFAULTS["scope"])
     for key in ("stop_timeout", "term_timeout", "verify_timeout"):

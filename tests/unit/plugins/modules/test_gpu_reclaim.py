@@ -117,6 +117,38 @@ def test_another_users_job_on_the_services_gpu_refuses_with_the_unit_untouched(h
     assert [c for c in systemctl.calls if "stop" in c] == []
 
 
+def test_a_kept_unit_beside_the_candidate_is_spared_and_its_memory_accounted(host, systemctl):
+    """The candidate is reclaimed while the parked baseline keeps its residual on the same GPU."""
+    parked = host.hold((0, 2867))
+    candidate = host.hold((0, 60000))
+    systemctl.add("baseline.service", [parked])
+    systemctl.add("candidate.service", [candidate])
+    args = {"units": ["candidate.service"], "gpus": ["0"], "scope": "gpu"}
+    # Without keep_units the parked baseline is a holder to leave alone (scope unit: the run is refused)
+    # or, in scope gpu, one more process of the service's user to end: keep_units is what spares it.
+    refused = run(dict(args, scope="unit"), FailJson)
+    assert "pid %d (" % parked in refused["msg"] and alive(candidate)
+    predicted = run(dict(args, _ansible_check_mode=True))
+    assert sorted(e["pid"] for e in predicted["would_signal"]) == sorted([parked, candidate])
+    checked = run(dict(args, keep_units=["baseline.service"], _ansible_check_mode=True))
+    assert checked["changed"] and [e["pid"] for e in checked["would_signal"]] == [candidate]
+    assert checked["gpus"][0]["kept_mib_before"] == 2867
+
+    result = run(dict(args, keep_units=["baseline.service"]))
+    assert not alive(candidate) and alive(parked)
+    assert result["kept"][0]["name"] == "baseline.service" and result["kept"][0]["pids"] == [parked]
+    gpu = result["gpus"][0]
+    assert gpu["kept_mib_after"] == 2867 and gpu["used_mib_after"] == 0 and gpu["processes_after"] == []
+    assert all(e["pid"] != parked for e in result["spared"] + result["signalled"])
+    assert "stop" not in systemctl.verbs("baseline.service")
+
+
+def test_a_unit_both_stopped_and_kept_is_refused(host, systemctl):
+    systemctl.add("vllm.service", [host.hold((0, 100))])
+    result = run({"units": ["vllm.service"], "keep_units": ["vllm.service"], "gpus": ["0"]}, FailJson)
+    assert "both stopped (units) and kept (keep_units)" in result["msg"] and not result["touched"]
+
+
 def test_nvml_lost_after_the_stop_fails_cleanly_with_touched(host, systemctl, monkeypatch):
     main = host.hold((0, 2000))
     systemctl.add("vllm.service", [main], env="CUDA_VISIBLE_DEVICES=0")
