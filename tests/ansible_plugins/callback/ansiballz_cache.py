@@ -36,7 +36,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.a
 def cache_key(root=ROOT):
     """The kept cache's name: ansible-core's version, the interpreter, the checkout and its plugins/."""
     digest = hashlib.sha256()
-    digest.update(("%s\0%s\0%s\0" % (release.__version__, sys.executable, root)).encode())
+    # realpath: python and python3 of one venv are the same interpreter, so they share the cache
+    digest.update(("%s\0%s\0%s\0" % (release.__version__, os.path.realpath(sys.executable), root)).encode())
     plugins = os.path.join(root, "plugins")
     for top, dirs, files in os.walk(plugins):
         dirs.sort()
