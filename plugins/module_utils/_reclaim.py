@@ -339,18 +339,23 @@ class _Procedure:
     def snapshot(self, gpus):
         return _snapshot(self.nvml, gpus, self.kept)
 
+    def unit_members(self, name, procs, props, what="unit"):
+        """``(props, main_pid, members)`` of unit ``name``: its cgroup's pids, its main process and their tree."""
+        props = _systemd.show(self.run_command, name, props)
+        if props.get("LoadState") == "not-found":
+            raise _systemd.SystemdError("%s %s not found" % (what, name))
+        main_pid = int(props.get("MainPID") or 0)
+        members = set(_systemd.cgroup_pids(props.get("ControlGroup", "")))
+        if main_pid:
+            members.add(main_pid)
+        return props, main_pid, _procs.descendants(procs, members)
+
     def kept_units(self, procs):
         """keep_units as result rows, and their pids (cgroup members, main process and their tree)."""
         rows, pids = [], set()
         for name in self.opts["keep_units"]:
-            props = _systemd.show(self.run_command, name, ["LoadState", "ActiveState", "MainPID", "ControlGroup"])
-            if props.get("LoadState") == "not-found":
-                raise _systemd.SystemdError("keep_units: unit %s not found" % name)
-            main_pid = int(props.get("MainPID") or 0)
-            members = set(_systemd.cgroup_pids(props.get("ControlGroup", "")))
-            if main_pid:
-                members.add(main_pid)
-            members = _procs.descendants(procs, members)
+            props, main_pid, members = self.unit_members(name, procs, ["LoadState", "ActiveState", "MainPID", "ControlGroup"],
+                                                         "keep_units: unit")
             pids |= members
             rows.append({"name": name, "active": props.get("ActiveState", ""), "main_pid": main_pid,
                          "pids": sorted(members)})
@@ -373,14 +378,7 @@ class _Procedure:
         """Per unit: state, processes (cgroup members and their tree), user, environment."""
         info, keys, cgroups, uids, envs = [], set(), [], set(), []
         for name in self.opts["units"]:
-            props = _systemd.show(self.run_command, name, UNIT_PROPS)
-            if props.get("LoadState") == "not-found":
-                raise _systemd.SystemdError("unit %s not found" % name)
-            main_pid = int(props.get("MainPID") or 0)
-            members = set(_systemd.cgroup_pids(props.get("ControlGroup", "")))
-            if main_pid:
-                members.add(main_pid)
-            members = _procs.descendants(procs, members)
+            props, main_pid, members = self.unit_members(name, procs, UNIT_PROPS)
             keys.update(procs[p].key for p in members)
             if props.get("ControlGroup"):
                 cgroups.append((props["ControlGroup"], name))
