@@ -17,6 +17,7 @@ systemd, and without this check the wait would poll a crash loop until the overa
 from __future__ import annotations
 
 import json
+import re
 import time
 
 from ansible_collections.llmops.specdec.plugins.module_utils import _http, _secrets, _systemd
@@ -25,6 +26,12 @@ UNIT_PROPS = [
     'ActiveState', 'SubState', 'Result', 'NRestarts', 'MainPID',
     'ExecMainStatus', 'ExecMainCode', 'ExecMainStartTimestampMonotonic', 'LoadState',
 ]
+
+# An exception line of a traceback, perhaps behind vLLM's process prefix ("(EngineCore_DP0 pid=42) ").
+EXCEPTION_LINE = re.compile(r'^(?:\([^)]*\)\s+)?(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception):')
+# The wrappers the engines raise after the real error, pointing back at it ("please check the stack trace
+# above for the root cause", "See root cause above").
+POINTS_BACK = re.compile(r'\babove\b', re.I)
 
 # (path, what must hold) per engine; /v1/models is checked separately for vLLM.
 HEALTH_PATH = {'vllm': '/health', 'sglang': '/health_generate'}
@@ -104,7 +111,9 @@ def check_crash(state, since_restarts):
 
 
 def engine_log_tail(run_command, unit, lines=5, scan=200):
-    """The engine's last ``lines`` log lines from the journal (systemd's own lines left out).
+    """The engine's last ``lines`` log lines from the journal (systemd's own lines left out), led by the
+    root cause when it is further up: the last exception line of the unit's last run that is not a
+    wrapper pointing back at it (a worker's error comes before the engine's "see root cause above").
 
     Best effort: returns [] when journalctl is missing or fails; it only enriches a crash message.
     """
@@ -115,7 +124,7 @@ def engine_log_tail(run_command, unit, lines=5, scan=200):
         return []
     if rc != 0:
         return []
-    tail = []
+    found = []  # (invocation id, message)
     for line in out.splitlines():
         try:
             entry = json.loads(line)
@@ -127,8 +136,15 @@ def engine_log_tail(run_command, unit, lines=5, scan=200):
         if isinstance(msg, list):  # journald sends non-UTF-8 messages as byte arrays
             msg = bytes(b & 0xff for b in msg if isinstance(b, int)).decode('utf-8', 'replace')
         if isinstance(msg, str) and msg.strip():
-            tail.append(msg.rstrip())
-    return tail[-lines:]
+            found.append((entry.get('_SYSTEMD_INVOCATION_ID'), msg.rstrip()))
+    if not found:
+        return []
+    last_run = [msg for run, msg in found if run == found[-1][0]]  # not an earlier start's errors
+    tail = last_run[-lines:]
+    causes = [m for m in last_run if EXCEPTION_LINE.match(m) and not POINTS_BACK.search(m)]
+    if causes and causes[-1] not in tail:
+        tail = [causes[-1]] + tail
+    return tail
 
 
 def model_ids(body):

@@ -217,6 +217,30 @@ def test_engine_log_tail_leaves_out_systemd_and_decodes_byte_messages():
     assert "json" in argv
 
 
+def test_engine_log_tail_leads_with_the_root_cause_of_the_last_run():
+    """vLLM's engine prints its own wrappers after the worker's error: the cause comes first."""
+    def line(msg, run="b"):
+        return {"MESSAGE": msg, "_PID": "640", "_SYSTEMD_INVOCATION_ID": run}
+
+    journal = [line("ValueError: an earlier start's error", run="a"),
+               line("Traceback (most recent call last):"),
+               line("(EngineCore_DP0 pid=700) torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"),
+               line("Traceback (most recent call last):"),
+               line("RuntimeError: Worker failed with error 'VLLM::Worker_TP0 (rank 0) exited with code 1', please "
+                    "check the stack trace above for the root cause"),
+               line("(APIServer pid=640) ERROR 12-01 21:11:15 [core_client.py:1] Engine core initialization failed."),
+               line("Traceback (most recent call last):"),
+               line("RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}")]
+    tail = _ready.engine_log_tail(FakeSystemctl(journal=journal), "vllm-server.service", lines=3)
+    assert tail[0].endswith("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB")
+    assert tail[1:] == [m["MESSAGE"] for m in journal[-3:]]
+    # A cause already in the tail is not repeated; an earlier start's error is never the cause.
+    assert _ready.engine_log_tail(FakeSystemctl(journal=journal[:3]), "u.service", lines=3) == [
+        m["MESSAGE"] for m in journal[1:3]]
+    assert _ready.engine_log_tail(FakeSystemctl(journal=journal[:1] + journal[3:5]), "u.service", lines=1) == [
+        journal[4]["MESSAGE"]]
+
+
 def test_engine_log_tail_is_empty_when_journalctl_fails():
     assert _ready.engine_log_tail(FakeSystemctl(journal=[{"MESSAGE": "x"}], journal_rc=1), "u.service") == []
 
