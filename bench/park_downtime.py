@@ -87,7 +87,7 @@ def start(host, engine, share, port, *flags):
 
 
 def bench(eng):
-    for _ in range(BENCH_REQUESTS):
+    for _request in range(BENCH_REQUESTS):
         eng.stream("/v1/completions", {"model": MODEL, "prompt": "Tell me a story.", "max_tokens": 64})
 
 
@@ -141,7 +141,7 @@ def lost_experiment(host, engine, how, load):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
     ap.add_argument("--engines", default="vllm,sglang")
     ap.add_argument("--load", type=float, default=30.0)
     ap.add_argument("--out", default=os.path.join(REPO, "bench", "results", "park_downtime.json"))

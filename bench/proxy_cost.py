@@ -53,7 +53,7 @@ def spec_bench(url, conc, requests, tokens, tmp):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
     ap.add_argument("--pairs", type=int, default=5)
     ap.add_argument("--tokens", type=int, default=64)
     ap.add_argument("--out", default=os.path.join(REPO, "bench", "results", "proxy_cost.json"))

@@ -204,7 +204,7 @@ def request(open_url, root, route, timeout, headers=None, validate_certs=True):
     except Exception as exc:  # HTTPError carries a status; anything else is no answer
         code = getattr(exc, "code", None)
         if isinstance(code, int):
-            return code, None, "HTTP %d" % code
+            return code, None, "HTTP %s" % code
         return None, None, "%s: %s" % (type(exc).__name__, exc)
     try:
         parsed = json.loads(raw) if raw.strip() else None
