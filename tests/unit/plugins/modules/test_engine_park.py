@@ -231,3 +231,22 @@ def test_a_bad_share_fails_before_anything():
     res = run_module(engine_park.main, {"url": "http://127.0.0.1:1", "engine": "vllm", "unit": UNIT,
                                         "candidate_share": 1.5}, FailJson)
     assert "candidate_share" in res["msg"]
+
+
+def test_weights_from_model_path_and_a_headroom_that_leaves_no_room(gpu_host, engines, systemctl, tmp_path):
+    host = gpu_host(2)
+    _proc, url = _baseline(engines, systemctl)
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "model-00001.safetensors").write_bytes(b"w" * 1000)
+    res = _park(url, tmp_path, weights_bytes=None, model_path=str(model), candidate_share=0.5, gpu_headroom_mib=TOTAL)
+    assert res["weights_bytes"] == 1000
+    assert res["changed"] and not res["parked"] and "no room" in res["refused"] and "%d MiB" % TOTAL in res["refused"]
+    assert _held(host) == [int(0.6 * TOTAL)] and not _sleeping(url)
+
+
+def test_an_api_key_with_a_newline_is_refused_before_any_request(systemctl):
+    res = run_module(engine_park.main, {"url": "http://127.0.0.1:1", "engine": "vllm", "unit": UNIT,
+                                        "api_key": "sk-secret\n"}, FailJson)
+    assert "control character" in res["msg"] and "sk-secret" not in res["msg"]
+    assert systemctl.calls == []  # not even the unit was read
