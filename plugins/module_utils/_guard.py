@@ -20,6 +20,12 @@ the previous unit file back (or remove the candidate when there was none) and th
 history, release the lock and remove the state file. A restore that cannot end with the service
 answering is recorded as ``guard_restore_failed``, the lock is kept with a note, the exit status is 3.
 
+PARKED (issue 18, docs/park.md): a switch that parked the baseline arms the guard with ``park`` (the
+candidate's own unit beside it). RESTORE then first stops that candidate with the parked unit kept
+(``keep_units``), removes the candidate's unit file, wakes the baseline (``_park``) and waits until it
+answers: seconds, not a load. A wake-up that fails, or a baseline that does not answer after it, goes on
+with the restore above (stop, put back, start), which is what a switch without parking does.
+
 BOOT: a persistent template unit ``llmops-specdec-guard-boot@.service`` ordered ``Before=%i.service``
 and conditioned on the state file restores the files at boot, before systemd starts the unit, and
 queues the start with ``--no-block`` (a blocking start from a unit ordered before it would deadlock).
@@ -48,7 +54,7 @@ import time
 import urllib.error
 import urllib.request
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _files, _lock, _reclaim, _systemd
+from ansible_collections.llmops.specdec.plugins.module_utils import _files, _lock, _park, _reclaim, _systemd
 
 PACKAGE = "ansible_collections.llmops.specdec.plugins.module_utils"
 # The files the watcher imports, found from this one by following its imports (payload()); they are
@@ -454,11 +460,30 @@ def _sources(params):
     return restore, baselines
 
 
+def _park_section(params):
+    """The candidate unit beside a parked baseline (``park`` of state=armed), checked; None without one."""
+    park = params.get("park")
+    if not park:
+        return None
+    if not _SAFE_UNIT.match(park.get("unit") or "") or park["unit"] == params["unit"]:
+        raise GuardError("park.unit %r must be a unit name (NAME.service) other than %s; the guard was not armed"
+                         % (park.get("unit"), params["unit"]))
+    for key in ("unit_path", "env_file"):
+        if park.get(key) and not _SAFE_PATH.match(park[key]):
+            raise GuardError("park.%s %r is not an absolute path of plain characters; the guard was not armed"
+                             % (key, park[key]))
+    return {"unit": park["unit"], "unit_path": park["unit_path"], "env_file": park.get("env_file") or None,
+            "wake_timeout": float(park.get("wake_timeout") or 300)}
+
+
 def build_state(params, now):
     """The state document for ``params`` (the switch_guard module's options for state=armed)."""
     restore, baselines = _sources(params)
     reclaim = {k: v for k, v in (params.get("reclaim") or {}).items() if v is not None}
     reclaim["units"] = list(reclaim.get("units") or [params["unit"]])
+    park = _park_section(params)
+    if park and park["unit"] not in reclaim["units"]:
+        reclaim["units"].append(park["unit"])  # a restart after a failed wake-up stops the candidate too
     owner = {k: v for k, v in (params.get("owner") or {}).items() if v not in (None, "")}
     ttl = float(params["ttl"])
     return {
@@ -469,7 +494,7 @@ def build_state(params, now):
                   "model": params.get("model") or None, "api_key_file": params.get("api_key_file") or None,
                   "api_key_var": params.get("api_key_var") or "VLLM_API_KEY",
                   "timeout": float(params.get("ready_timeout") or 1800)},
-        "reclaim": reclaim, "lock_path": params.get("lock_path") or None,
+        "reclaim": reclaim, "park": park, "lock_path": params.get("lock_path") or None,
         "history": params.get("history") or os.path.join(params["state_dir"], "history.jsonl"),
         "watcher": watcher_name(params["unit"]), "lib_dir": params.get("lib_dir") or LIB_DIR,
         "python": params.get("python") or sys.executable,
@@ -716,7 +741,21 @@ def _free_gpus(state, run_command_, reclaim_kw):
     return out
 
 
+def _remove_parked_candidate(state, run_command_):
+    """Remove the unit file (and secrets file) of the candidate that ran beside a parked baseline."""
+    park = state.get("park")
+    if not park:
+        return
+    for path in (park["unit_path"], park.get("env_file")):
+        if path and os.path.lexists(path):
+            if path == park["unit_path"]:
+                run_command_(["systemctl", "disable", park["unit"]])  # best effort, like _put_back
+            os.unlink(path)
+            log("removed %s, the candidate beside the parked baseline" % path)
+
+
 def _put_back(state, data, baselines, run_command_):
+    _remove_parked_candidate(state, run_command_)
     unit_path = state["unit_path"]
     if data is None:
         if os.path.lexists(unit_path):
@@ -761,6 +800,52 @@ def wait_ready(state, run_command_, clock=time.time, sleep=time.sleep):
             log("waiting for %s: %s, ActiveState=%s" % (unit, detail, active))
             last_progress = clock()
         sleep(interval)
+
+
+def _open_url(url, method="GET", data=None, headers=None, timeout=REQUEST_TIMEOUT, validate_certs=True,
+              follow_redirects="none"):
+    """The part of ansible's open_url that ``_park.request`` uses, over urllib (no proxies, no redirects).
+    ``validate_certs`` and ``follow_redirects`` are accepted for its signature; redirects are never followed."""
+    del validate_certs, follow_redirects
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect)
+    return opener.open(urllib.request.Request(url, data=data, headers=headers or {}, method=method), timeout=timeout)
+
+
+def wake_parked(state, run_command_, clock=time.time, sleep=time.sleep, reclaim_kw=None):
+    """Stop the candidate beside the parked baseline (kept), remove its unit, wake the baseline and wait
+    until it answers. ``(ok, detail, record)``; never raises for the engine's or systemd's failures."""
+    park = state["park"]
+    unit = state["unit"]
+    rec = {"candidate": park["unit"], "woke": False, "wake_seconds": None}
+    candidate = dict(state, unit=park["unit"],
+                     reclaim=dict(state.get("reclaim") or {}, units=[park["unit"]], keep_units=[unit]))
+    freed = _free_gpus(candidate, run_command_, reclaim_kw)
+    rec["reclaim"] = freed
+    if not freed.get("stopped"):
+        return False, "the candidate %s could not be stopped (%s)" % (park["unit"], freed.get("stop_error")), rec
+    try:
+        _remove_parked_candidate(state, run_command_)
+        _run(["systemctl", "daemon-reload"], None, run_command_)
+    except (OSError, GuardError) as exc:
+        return False, "removing the candidate %s failed: %s" % (park["unit"], getattr(exc, "msg", exc)), rec
+    run_command_(["systemctl", "reset-failed", park["unit"]])  # rc 1 when it never failed: fine
+    api_key = _api_key(state["ready"])
+    headers = {"Authorization": "Bearer %s" % api_key} if api_key else {}
+    try:
+        parking = _park.Parking(run_command_, _open_url, state["ready"]["engine"], unit, state["ready"]["url"],
+                                park["wake_timeout"], headers)
+    except _systemd.SystemdError as exc:
+        return False, "reading %s failed: %s" % (unit, exc), rec
+    if not parking.active:
+        return False, "%s is not running any more: there is nothing to wake" % unit, rec
+    try:
+        rec["wake_seconds"] = parking.wake()
+    except _park.ParkError as exc:
+        return False, str(exc), rec
+    rec["woke"] = True
+    log("woke the parked %s in %.2f s; waiting until it answers" % (unit, rec["wake_seconds"]))
+    ok, detail = wait_ready(state, run_command_, clock, sleep)
+    return ok, detail, rec
 
 
 def _boot_time():
@@ -821,6 +906,15 @@ def restore(statefile, state, why, run_command_=run_command, clock=time.time, sl
         budget = sum(_timeout(state["reclaim"], key) for key in RECLAIM_TIMEOUTS) + state["ready"]["timeout"]
         _renew_lock(state, budget + RESTORE_MARGIN - LOCK_MARGIN)
     notes = []
+    if not boot and state.get("park"):
+        ok, detail, rec["park"] = wake_parked(state, run_command_, clock, sleep, reclaim_kw)
+        if ok:
+            _ready_times(rec, state, fault, clock())
+            return finish(True, "the controller did not confirm run %s by its deadline: the candidate %s was "
+                                "stopped and the parked baseline woken; it answers (%s)"
+                          % (state.get("run_id"), state["park"]["unit"], detail))
+        log("waking the parked %s did not bring it back (%s): restarting it" % (unit, detail), 4)
+        notes.append("waking the parked baseline failed (%s), so it was restarted" % detail)
     if not boot:
         freed = _free_gpus(state, run_command_, reclaim_kw)
         rec["reclaim"] = freed
@@ -849,18 +943,21 @@ def restore(statefile, state, why, run_command_=run_command, clock=time.time, sl
     log("started %s; waiting until it answers (at most %.0f s)" % (unit, state["ready"]["timeout"]))
     ok, detail = wait_ready(state, run_command_, clock, sleep)
     if ok:
-        now = clock()
-        rec["ready_at"] = iso(now)
-        if state.get("deadline"):
-            rec["seconds_deadline_to_ready"] = round(now - state["deadline"], 3)
-        if fault:
-            rec["seconds_fault_to_ready"] = round(now - fault, 3)
+        _ready_times(rec, state, fault, clock())
     reason = ("the controller did not confirm run %s by its deadline: the previous configuration was restored "
               "and answers (%s)" % (state.get("run_id"), detail)) if ok else \
         "the previous configuration was put back but does not answer: %s" % detail
     if notes:
         reason += "; " + "; ".join(notes)
     return finish(ok, reason)
+
+
+def _ready_times(rec, state, fault, now):
+    rec["ready_at"] = iso(now)
+    if state.get("deadline"):
+        rec["seconds_deadline_to_ready"] = round(now - state["deadline"], 3)
+    if fault:
+        rec["seconds_fault_to_ready"] = round(now - fault, 3)
 
 
 def _claim(statefile, why, clock, when_due=False):

@@ -189,6 +189,10 @@ options:
         description: Units whose processes count as the service's.
         type: list
         elements: str
+      keep_units:
+        description: Units never stopped nor signalled, their memory out of what must be freed.
+        type: list
+        elements: str
       stop_timeout:
         description: Seconds to wait for each unit to stop.
         type: float
@@ -253,6 +257,29 @@ options:
         restores).
     type: float
     default: 1.0
+  park:
+    description:
+      - The switch parked the baseline (M(llmops.specdec.engine_park)) and runs the candidate as this second
+        unit beside it. A restore then stops this unit with O(unit) kept, removes its files, wakes O(unit)
+        and waits until it answers; when the wake-up fails or it does not answer, the restore goes on as
+        without parking (stop, put back, start). See docs/park.md.
+    type: dict
+    suboptions:
+      unit:
+        description: The candidate's unit (C(NAME.service)), other than O(unit).
+        type: str
+        required: true
+      unit_path:
+        description: The candidate's unit file, removed by the restore.
+        type: path
+        required: true
+      env_file:
+        description: The candidate's secrets file, removed by the restore.
+        type: path
+      wake_timeout:
+        description: Seconds the wake-up request may take (the weights come back from CPU memory).
+        type: float
+        default: 300
 requirements:
   - systemd (C(systemd-run), C(systemctl)) on the host; root.
   - nvidia-ml-py (module C(pynvml)) for the GPU reclaim of a restore.
@@ -391,7 +418,8 @@ RECLAIM_OPTIONS = dict(
     units=dict(type="list", elements="str"), gpus=dict(type="list", elements="str"),
     scope=dict(type="str", choices=["unit", "gpu"]), protect=dict(type="list", elements="str"),
     allow_uids=dict(type="list", elements="str"), allow_cgroups=dict(type="list", elements="str"),
-    allow_units=dict(type="list", elements="str"), stop_timeout=dict(type="float"),
+    allow_units=dict(type="list", elements="str"), keep_units=dict(type="list", elements="str"),
+    stop_timeout=dict(type="float"),
     term_timeout=dict(type="float"), verify_timeout=dict(type="float"), max_used_mib=dict(type="int"))
 
 
@@ -432,6 +460,9 @@ def main():
             lib_dir=dict(type="path", default=_guard.LIB_DIR),
             python=dict(type="path"),
             poll_interval=dict(type="float", default=1.0),
+            park=dict(type="dict", options=dict(
+                unit=dict(type="str", required=True), unit_path=dict(type="path", required=True),
+                env_file=dict(type="path"), wake_timeout=dict(type="float", default=300))),
         ),
         required_if=[("state", "armed", ("run_id", "unit_path", "snapshot")),
                      ("state", "renewed", ("run_id",))],

@@ -19,6 +19,10 @@ CPU memory and back takes ``weights`` / ``gib_per_s`` seconds (profile ``park``;
 measured on the H200). Level 2 drops the weights: waking reloads them like a load. A wake-up on a GPU
 without room fails like CUDA (the rank exits, the engine with it). Completions while parked get 503:
 the mock's choice, not checked against the engines.
+
+Fault ``wake_oom`` (the faults file, read when the wake-up comes, so a test can set it while the engine is
+parked): the wake-up fails like CUDA on a GPU another tenant filled meanwhile: the ranks exit with
+``torch.OutOfMemoryError`` and the engine with them.
 """
 import glob
 import json
@@ -28,6 +32,7 @@ import threading
 import time
 
 from . import gpumem
+from . import settings as settings_mod
 
 DEFAULTS = {"residual_mib": 2867, "weights_share": 0.6, "gib_per_s": 50.0}
 
@@ -53,12 +58,14 @@ def held_mib(pid, gpu):
 class Parker:
     """The engine's ranks (pid, gpu, mib as loaded) and whether they are parked."""
 
-    def __init__(self, ranks, profile, enabled, load_seconds, report=None):
+    def __init__(self, ranks, profile, enabled, load_seconds, report=None, fault_key="none", log=None):
         self.ranks = [r for r in ranks if r.get("pid") and r.get("gpu") is not None]
         self.cfg = settings(profile)
         self.enabled = enabled  # --enable-sleep-mode / --enable-memory-saver
         self.report = report  # called with (freed MiB, MiB still held) after parking
         self.load_seconds = load_seconds
+        self.fault_key = fault_key  # the faults file's entry of this start (wake_oom)
+        self.log = log
         self.parked = False
         self.level = 0
         self.lock = threading.Lock()
@@ -101,6 +108,12 @@ class Parker:
             if not self.parked:
                 return True
             ok = True
+            if self.enabled and settings_mod.load_faults(self.fault_key).get("wake_oom"):
+                if self.log:
+                    self.log.error("torch.OutOfMemoryError: CUDA out of memory while waking up (fault wake_oom)")
+                for r in self.ranks:
+                    os.kill(r["pid"], signal.SIGKILL)
+                return False
             if self.enabled:
                 ok = self._signal_and_wait(signal.SIGUSR2, lambda r: r["mib"])
                 if ok:

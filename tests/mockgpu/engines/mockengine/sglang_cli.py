@@ -561,7 +561,8 @@ def main(argv=None):
         log.info("Waiting for the warmup request to finish...")
     else:
         # The release/resume routes always exist; only --enable-memory-saver makes them free anything.
-        state.park = park.Parker(list(sup.ready.values()), profile, args.enable_memory_saver, load)
+        state.park = park.Parker(list(sup.ready.values()), profile, args.enable_memory_saver, load,
+                                 fault_key=fault_key, log=log)
         state.ready = True
         log.info("End of prefill warmup with status 200, resp: [{'text': '.', 'meta_info': {}}]")
         log.info("The server is fired up and ready to roll!")

@@ -242,7 +242,7 @@ def main(argv=None):
         state.park = park.Parker(ready.get("workers") or [], profile, args.enable_sleep_mode, load, lambda freed, kept: log.info(
             # gpu_worker.py formats with format_gib: round(bytes / GiB, 2)
             "Sleep mode freed %s GiB memory, %s GiB memory is still in use." % (round(freed / 1024.0, 2), round(kept / 1024.0, 2)),
-            "gpu_worker.py:1"))
+            "gpu_worker.py:1"), fault_key=method, log=log)
     state.ready = True  # before listen(): a first probe must never see a 503
     server.server_activate()
     threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True).start()

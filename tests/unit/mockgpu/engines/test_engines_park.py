@@ -75,6 +75,23 @@ def test_vllm_wake_up_without_room_fails_and_the_engine_exits(tmp_path, engines)
     assert "CUDA out of memory" in eng.log()
 
 
+def test_wake_oom_fault_set_while_parked_fails_the_wake_up_like_cuda(tmp_path, engines):
+    # The faults file is read when the wake-up comes: a test sets it while the engine is parked.
+    host = _host(tmp_path)
+    eng = engines.sglang(host, "--mem-fraction-static", "0.4", "--enable-memory-saver",
+                         env=host.env(CUDA_VISIBLE_DEVICES="5"))
+    eng.wait_ready()
+    assert eng.request("POST", "/release_memory_occupation", {"tags": None})[0] == 200
+    host.set_faults({"none": {"wake_oom": True}})
+    try:
+        status = eng.request("POST", "/resume_memory_occupation", {"tags": None})[0]
+    except (http.client.HTTPException, ConnectionError):
+        status = "dropped"
+    assert status in (500, "dropped")
+    assert wait_until(lambda: eng.proc.poll() is not None, 15)
+    assert "torch.OutOfMemoryError" in eng.log()
+
+
 def test_sglang_release_and_resume_memory_occupation(tmp_path, engines):
     host = _host(tmp_path)
     eng = engines.sglang(host, "--tp-size", "2", "--mem-fraction-static", "0.4", "--enable-memory-saver",

@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 import time
+import urllib.request
 
 import pytest
 
@@ -360,3 +361,90 @@ def test_payload_is_the_guard_and_what_it_imports_and_never_ansible(monkeypatch)
         b"from ansible.module_utils.urls import open_url\n" if name == "_systemd.py" else real(name)))
     with pytest.raises(_guard.GuardError, match="_systemd.py imports ansible.module_utils.urls"):
         _guard.payload()
+
+
+# ------------------------------------------------------------ a baseline parked beside its candidate
+
+ENGINES = os.path.join(REPO, "tests", "mockgpu", "engines")
+CANDIDATE = "vllm-server-candidate.service"
+
+
+def _parked_switch(tmp_path, sd):
+    """Production is a real mock vLLM with sleep mode, parked; the candidate runs beside it as a second
+    unit holding GPU 0: what the switch leaves on the host while it benchmarks a parked experiment."""
+    sw = Switch(tmp_path, sd, previous=False)
+    profile = os.path.join(sw.root, "profile.json")
+    with open(profile, "w") as handle:
+        json.dump({"load_seconds": 0.2, "park": {"residual_mib": 2000, "weights_share": 0.5, "gib_per_s": 400.0}},
+                  handle)
+    sw.faults = os.path.join(sw.root, "faults.json")
+    env = {"MOCK_ENGINE_PROFILE": profile, "MOCK_ENGINE_FAULTS": sw.faults, "MOCK_ENGINE_MAX_LIFETIME": "120",
+           "VLLM_SERVER_DEV_MODE": "1", "CUDA_VISIBLE_DEVICES": "0"}
+    argv = [os.path.join(ENGINES, "bin", "vllm"), "serve", "org/model-7b", "--host", "127.0.0.1", "--port",
+            str(sw.port), "--gpu-memory-utilization", "0.5", "--enable-sleep-mode"]
+    with open(sw.unit_path, "w") as handle:
+        handle.write("[Service]\nType=exec\n%sExecStart=%s\n" % (
+            "".join("Environment=%s=%s\n" % kv for kv in sorted(env.items())), " ".join(argv)))
+    sd.systemctl("daemon-reload")
+    assert sd.systemctl("start", UNIT)[0] == 0
+    wait_until(lambda: health(sw.port) == 200, "production answers")
+    with open(sw.unit_path, "rb") as handle:
+        sw.prod_bytes = handle.read()
+    sw.snapshot = os.path.join(sw.state_dir, "snapshot", UNIT)
+    with open(sw.snapshot, "wb") as handle:
+        handle.write(sw.prod_bytes)
+    sw.prod_pid = int(sd.prop(UNIT, "MainPID"))
+    loaded = sw.loaded_mib = gpu_procs(0)[1]
+    req = urllib.request.Request("http://127.0.0.1:%d/sleep?level=1" % sw.port, data=b"", method="POST")
+    assert urllib.request.urlopen(req, timeout=10).status == 200
+    assert gpu_procs(0)[1] < loaded / 4  # only the residual is left
+    sw.cand_path = sd.write_unit(CANDIDATE, sd.holder_argv(0, CAND_MIB // 2))
+    sd.systemctl("daemon-reload")
+    assert sd.systemctl("start", CANDIDATE)[0] == 0
+    wait_until(lambda: int(sd.prop(CANDIDATE, "MainPID") or 0) in gpu_procs(0)[0], "the candidate holds GPU 0")
+    sw.cand_pid = int(sd.prop(CANDIDATE, "MainPID"))
+    return sw
+
+
+def _is_sleeping(port):
+    with urllib.request.urlopen("http://127.0.0.1:%d/is_sleeping" % port, timeout=5) as resp:
+        return json.loads(resp.read())["is_sleeping"]
+
+
+def test_guard_wakes_a_parked_baseline_instead_of_restarting_it(gpus, sd, tmp_path):
+    sw = _parked_switch(tmp_path, sd)
+    armed = sw.arm(park={"unit": CANDIDATE, "unit_path": sw.cand_path, "env_file": None, "wake_timeout": 30})
+    assert armed["guard"]["park"]["unit"] == CANDIDATE
+    assert armed["guard"]["reclaim"]["units"] == [UNIT, CANDIDATE]  # a restart after a failed wake stops both
+    _guard.renew(sw.statefile, RUN, 0.3)
+
+    rec = sw.wait_record()
+    assert rec["outcome"] == "restored_by_guard" and "parked baseline woken" in rec["reason"], rec
+    assert rec["park"]["woke"] and rec["park"]["wake_seconds"] is not None and rec["ready_at"]
+    assert "reclaim" not in rec  # production itself was never stopped
+    wait_gone(sw.cand_pid)
+    assert not os.path.exists(sw.cand_path)
+    assert int(sd.prop(UNIT, "MainPID")) == sw.prod_pid  # the same process: woken, not loaded again
+    assert not _is_sleeping(sw.port) and health(sw.port) == 200
+    assert list(gpu_procs(0)[0].values()) == [sw.loaded_mib]  # its worker has all its memory back, alone
+    assert not os.path.exists(sw.lock) and not os.path.exists(sw.statefile)
+
+
+def test_guard_restarts_a_parked_baseline_whose_wake_up_fails(gpus, sd, tmp_path):
+    sw = _parked_switch(tmp_path, sd)
+    sw.arm(park={"unit": CANDIDATE, "unit_path": sw.cand_path, "env_file": None, "wake_timeout": 30})
+    with open(sw.faults, "w") as handle:  # the GPU another tenant filled meanwhile: the wake-up OOMs
+        json.dump({"none": {"wake_oom": True}}, handle)
+    _guard.renew(sw.statefile, RUN, 0.3)
+    wait_gone(sw.prod_pid, 60)
+    os.unlink(sw.faults)  # the restarted engine starts clean
+
+    rec = sw.wait_record()
+    assert rec["outcome"] == "restored_by_guard", rec
+    assert not rec["park"]["woke"] and "waking the parked baseline failed" in rec["reason"]
+    assert rec["reclaim"]["stopped"]
+    assert not os.path.exists(sw.cand_path)
+    new_pid = int(sd.prop(UNIT, "MainPID"))
+    assert new_pid != sw.prod_pid and health(sw.port) == 200
+    with open(sw.unit_path, "rb") as handle:
+        assert handle.read() == sw.prod_bytes
