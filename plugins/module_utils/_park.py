@@ -225,6 +225,15 @@ def record_path(unit, state_dir=STATE_DIR):
     return os.path.join(state_dir, os.path.basename(unit) + ".json")
 
 
+def drop_record(unit, state_dir=STATE_DIR):
+    """Forget that ``unit``'s engine is parked (it was stopped); whether there was a record."""
+    try:
+        os.unlink(record_path(unit, state_dir))
+    except OSError:
+        return False
+    return True
+
+
 def parked(unit, main_pid, state_dir=STATE_DIR):
     """The host's record of ``unit``'s engine parked, or None; a record of another process (the engine
     restarted since) does not count."""
@@ -293,11 +302,15 @@ class Parking:
         return seconds, rec
 
     def wake(self):
-        """Wake the engine and drop the record; return the seconds it took. Raises ParkError(wake_failed)."""
+        """Wake the engine and drop the record; return the seconds it took. Raises ParkError(wake_failed),
+        the record dropped as well."""
         t0 = self.clock()
         status, _body, error = self._call("wake")
         seconds = round(self.clock() - t0, 2)
         if status != 200:
+            # The engine did not survive it (CUDA OOM kills the rank, and the engine with it), or is still
+            # parked: either way the caller restarts it, so the record no longer stands.
+            self.forget()
             raise ParkError("%s %s answered %s%s: the engine did not wake up" % (
                 self.proto["wake"][0], self.proto["wake"][1], status if status is not None else "nothing",
                 ": %s" % error if error else ""), wake_failed=True)
@@ -305,10 +318,7 @@ class Parking:
         return seconds
 
     def forget(self):
-        try:
-            os.unlink(record_path(self.unit, self.state_dir))
-        except FileNotFoundError:
-            pass
+        drop_record(self.unit, self.state_dir)
 
     def asleep(self):
         """True/False from the engine itself where it can say (vLLM), else from the host's record."""

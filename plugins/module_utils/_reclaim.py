@@ -35,7 +35,7 @@ import os
 import time
 import traceback
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _procs, _systemd
+from ansible_collections.llmops.specdec.plugins.module_utils import _park, _procs, _systemd
 from ansible_collections.llmops.specdec.plugins.module_utils._nvml import (
     V1_RESERVED_ALLOWANCE_MIB, Nvml, NvmlError, visible_devices)
 
@@ -522,6 +522,7 @@ class _Procedure:
                 self.fail("stopping %s: %s" % (unit["name"], exc))
             unit["action"] = "stopped" if outcome["was_active"] else "none"
             unit["killed"] = outcome["killed"]
+            _park.drop_record(unit["name"])  # a stopped engine is not parked (a retired baseline)
             if outcome["was_active"]:
                 result["stopped"].append(unit["name"])
                 result["changed"] = True

@@ -32,7 +32,7 @@ def settings(values):
     if not levels:
         raise g.GateError("spec_switch_bench_concurrency must list at least one concurrency level")
     textfile = v.get("textfile_dir") or ""
-    return {
+    out = {
         "suite": _choice("spec_switch_suite", v.get("suite"), _suites.CATEGORIES),
         "bench_api": _choice("spec_switch_bench_api", v.get("bench_api"), ("completions", "chat")),
         "bench_concurrency": sorted(set(levels)),
@@ -51,4 +51,42 @@ def settings(values):
         "lock_path": g.path("spec_switch_lock_path", v.get("lock_path")),
         "lock_wait": g.integer("spec_switch_lock_wait", v.get("lock_wait"), 0, 86400),
         "textfile_dir": g.path("spec_switch_textfile_dir", textfile) if textfile else "",
+        "park": g.boolean("spec_switch_park", v.get("park", False)),
+    }
+    if out["park"]:
+        out.update(_park_settings(v))
+    return out
+
+
+# The candidate's share before parking lowers it, when neither it nor production names one (vLLM's default).
+DEFAULT_PARK_SHARE = 0.9
+
+
+def _park_settings(v):
+    """The candidate's unit, port and share beside a parked baseline: its own unit and port, never
+    production's. Unset: production's port plus one, UNIT-candidate.service, production's share or 0.9."""
+    g = _gate
+    server_unit = v.get("server_unit") or ""
+    default_unit = (server_unit[:-len(".service")] if server_unit.endswith(".service") else server_unit) + "-candidate.service"
+    unit = g.name("spec_switch_park_unit", v.get("park_unit") or default_unit, "unit")
+    park_port = v.get("park_port")
+    if park_port in (None, ""):
+        park_port = int(v.get("server_port") or 0) + 1
+    port = g.integer("spec_switch_park_port", park_port, 1, 65535)
+    share = v.get("park_share")
+    if share in (None, ""):
+        share = v.get("server_share") if v.get("server_share") not in (None, "") else DEFAULT_PARK_SHARE
+    if unit == v.get("server_unit"):
+        raise g.GateError("spec_switch_park_unit must differ from spec_server_unit (%s): the candidate runs "
+                          "beside the parked baseline" % unit)
+    if port == int(v.get("server_port") or 0):
+        raise g.GateError("spec_switch_park_port must differ from spec_server_port (%d): the parked baseline "
+                          "keeps its port" % port)
+    return {
+        "park_unit": unit, "park_port": port,
+        "park_share": g.number("spec_switch_park_share", share, 0.0, 1.0, lo_open=True),
+        "park_cpu_headroom_gib": g.number("spec_switch_park_cpu_headroom_gib", v.get("park_cpu_headroom_gib", 8),
+                                          0.0, 4096.0),
+        "park_gpu_headroom_mib": g.integer("spec_switch_park_gpu_headroom_mib", v.get("park_gpu_headroom_mib", 1024),
+                                           0, 1 << 20),
     }

@@ -9,7 +9,8 @@ FAULT, and watches until the host's guard has put production back and it answers
 
   stages: after_reclaim (production stopped, candidate not installed yet), load (candidate installed and
           loading), bench (candidate serving, the benchmark running), rollback (the candidate lost and
-          production's unit is back, loading again)
+          production's unit is back, loading again), parked (spec_switch_park: the baseline parked and the
+          candidate's own unit beside it installed)
   faults: kill (SIGKILL to ansible-playbook and its workers), int (SIGINT, as Ctrl-C), link (the host's
           network link taken down on the controller side: SSH cut), reboot (the host reboots)
 
@@ -45,8 +46,11 @@ def health():
     except Exception:
         return 0
 state = subprocess.run(["systemctl", "show", unit, "-p", "ActiveState", "--value"], capture_output=True, text=True).stdout.strip()
+beside = "/etc/systemd/system/" + unit[:-len(".service")] + "-candidate.service"
 print(json.dumps({"sha": sha("/etc/systemd/system/" + unit), "active": state, "guard": os.path.exists(guard),
-                  "health": health(), "now": __import__("time").time()}))
+                  "health": health(), "now": __import__("time").time(),
+                  "parked": os.path.exists("/run/llmops-specdec/parked/" + unit + ".json"),
+                  "beside": os.path.exists(beside)}))
 """
 
 
@@ -80,6 +84,8 @@ def reached(stage, seen, p, prod):
         return p["sha"] != prod and p["health"] == 200
     if stage == "rollback":
         return seen.get("candidate") and p["guard"] and p["sha"] == prod and p["health"] != 200
+    if stage == "parked":
+        return p["guard"] and p["sha"] == prod and p["parked"] and p["beside"]
     raise ValueError(stage)
 
 
@@ -164,7 +170,8 @@ def main():
         subprocess.run(["ip", "link", "set", args.veth, "up"], check=True)
     while time.time() - out["fault_at"] < args.timeout:
         p = probe(args)
-        if p and not p["guard"] and p["sha"] == prod and p["active"] == "active" and p["health"] == 200:
+        if p and not p["guard"] and p["sha"] == prod and p["active"] == "active" and p["health"] == 200 \
+                and not p["parked"] and not p["beside"]:
             out["answering_seen_at"] = p["now"]
             break
         time.sleep(0.2)

@@ -34,3 +34,26 @@ def test_bad_settings_are_refused_naming_the_variable(key, value, match):
     with pytest.raises(_gate.GateError) as info:
         _switch.settings(dict(GOOD, **{key: value}))
     assert match in str(info.value)
+
+
+def test_park_settings_default_to_production_port_plus_one_and_its_own_unit():
+    off = _switch.settings(GOOD)
+    assert off["park"] is False and "park_unit" not in off
+    out = _switch.settings(dict(GOOD, park=True, server_unit="vllm-server.service", server_port="8000"))
+    assert (out["park_unit"], out["park_port"], out["park_share"]) == ("vllm-server-candidate.service", 8001, 0.9)
+    shared = _switch.settings(dict(GOOD, park="yes", server_unit="sg.service", server_port=30000, server_share=0.7,
+                                   park_port=31000))
+    assert (shared["park_port"], shared["park_share"]) == (31000, 0.7)
+
+
+@pytest.mark.parametrize("extra,match", [
+    ({"park_port": 8000}, "spec_switch_park_port must differ from spec_server_port"),
+    ({"park_unit": "vllm-server.service"}, "spec_switch_park_unit must differ"),
+    ({"park_unit": "x;rm -rf /.service"}, "spec_switch_park_unit"),
+    ({"park_port": 70000}, "spec_switch_park_port"),
+    ({"park_share": 1.5}, "spec_switch_park_share"),
+])
+def test_park_settings_refuse_production_own_unit_or_port_and_bad_values(extra, match):
+    values = dict(GOOD, park=True, server_unit="vllm-server.service", server_port=8000, **extra)
+    with pytest.raises(_gate.GateError, match=match):
+        _switch.settings(values)

@@ -222,9 +222,11 @@ def test_a_wake_up_without_room_fails_with_wake_failed(gpu_host, engines, system
     proc, url = _baseline(engines, systemctl)
     assert _park(url, tmp_path)["parked"]
     host.hold((1, TOTAL - RESIDUAL - 5000))  # the freed memory taken by another job
+    assert os.listdir(str(tmp_path / "parked"))
     res = _park(url, tmp_path, state="awake", outcome=FailJson)
     assert res["wake_failed"] and res["parked"]
     wait_for(lambda: proc.poll() is not None, "the engine exits", 15)
+    assert os.listdir(str(tmp_path / "parked")) == []  # the caller restarts it: no record stands
 
 
 def test_a_bad_share_fails_before_anything():
