@@ -839,11 +839,11 @@ def wake_parked(state, run_command_, clock=time.time, sleep=time.sleep, reclaim_
     if not parking.active:
         return False, "%s is not running any more: there is nothing to wake" % unit, rec
     try:
-        rec["wake_seconds"] = parking.wake()
+        seconds = parking.wake()
     except _park.ParkError as exc:
         return False, str(exc), rec
-    rec["woke"] = True
-    log("woke the parked %s in %.2f s; waiting until it answers" % (unit, rec["wake_seconds"]))
+    rec.update(woke=True, wake_seconds=seconds)
+    log("woke the parked %s in %.2f s; waiting until it answers" % (unit, seconds))
     ok, detail = wait_ready(state, run_command_, clock, sleep)
     return ok, detail, rec
 

@@ -33,7 +33,9 @@ PROTOCOLS = {
     "vllm": {
         "flag": "--enable-sleep-mode",
         "env": {"VLLM_SERVER_DEV_MODE": "1"},  # without it the routes are not registered (404)
-        "park": ("POST", "/sleep?level=1", None),  # level 1: weights to CPU memory, KV cache dropped
+        # level 1: weights to CPU memory, KV cache dropped; mode=wait: the requests in flight finish first
+        # (the router's default, abort, would end them), new ones wait until the wake-up.
+        "park": ("POST", "/sleep?level=1&mode=wait", None),
         "wake": ("POST", "/wake_up", None),
         "ask": ("GET", "/is_sleeping"),
     },

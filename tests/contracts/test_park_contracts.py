@@ -16,12 +16,20 @@ from __future__ import annotations
 import ast
 import asyncio
 import json
+import os
 import re
 import types
+import typing
 
 import pytest
 
 from conftest import MOCK, wheel_file  # noqa: E402
+
+# The vLLM park route engine_park sends (_park.PROTOCOLS), read from its source: the collection is not
+# importable from the engine's venv.
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "plugins", "module_utils",
+                       "_park.py"), encoding="utf-8") as _src:
+    PARK_ROUTE = re.search(r'"park": \("POST", "(/sleep\?[^"]+)"', _src.read()).group(1)
 
 
 class _Client:
@@ -31,7 +39,7 @@ class _Client:
         self.sleeping = False
 
     async def sleep(self, level, mode):
-        assert mode == "abort"  # the router's default: requests in flight are aborted
+        assert mode in ("abort", "wait")  # abort, the router's default, ends requests in flight; wait lets them finish
         self.sleeping = True
 
     async def wake_up(self, tags):
@@ -58,6 +66,7 @@ def _request(client, tags=()):
 def test_vllm_sleep_routes_and_answers_are_the_real_routers(mock_host):
     pytest.importorskip("vllm")
     from vllm.entrypoints.serve.dev.sleep import api_router  # pylint: disable=import-outside-toplevel
+    from vllm.v1.engine import PauseMode  # pylint: disable=import-outside-toplevel
 
     routes = {r.path: sorted(r.methods) for r in api_router.router.routes}
     assert routes["/sleep"] == ["POST"] and routes["/wake_up"] == ["POST"] and routes["/is_sleeping"] == ["GET"]
@@ -72,6 +81,10 @@ def test_vllm_sleep_routes_and_answers_are_the_real_routers(mock_host):
         engine.wait_ready()
         assert engine.request("GET", "/is_sleeping") == (200, real(api_router.is_sleeping(_request(client))))
         assert engine.request("POST", "/sleep?level=1") == (200, real(api_router.sleep(_request(client), level=1, mode="abort")))
+        assert engine.request("POST", "/wake_up") == (200, real(api_router.wake_up(_request(client))))
+        # engine_park's route (_park.PROTOCOLS): mode=wait is one of the pinned engine's pause modes.
+        assert "&mode=wait" in PARK_ROUTE and "wait" in typing.get_args(PauseMode)
+        assert engine.request("POST", PARK_ROUTE) == (200, real(api_router.sleep(_request(client), level=1, mode="wait")))
         assert engine.request("GET", "/is_sleeping") == (200, real(api_router.is_sleeping(_request(client))))
         assert engine.request("POST", "/wake_up") == (200, real(api_router.wake_up(_request(client))))
         log = engine.log()

@@ -67,6 +67,7 @@ class EngineState:
         self.fault_lock = threading.Lock()
         self.created = int(time.time())
         self.api_keys = [k for k in (api_keys or []) if k]
+        self.draining = False  # a sleep with mode=wait lets the requests in flight finish first
         self.park = None  # park.Parker once loaded; its routes answer 404 without one (vLLM: no dev mode)
 
     def needs_key(self, path):
@@ -194,7 +195,7 @@ class _Handler(BaseHTTPRequestHandler):
         st = self.state
         if not st.ready or st.shutting_down:
             return self._error(503, "The server is not ready.", "ServiceUnavailableError")
-        if st.park is not None and st.park.parked:
+        if st.park is not None and (st.park.parked or st.draining):
             return self._error(503, "The engine is parked (sleeping).", "ServiceUnavailableError")
         if self._fault_5xx():
             return
@@ -212,11 +213,19 @@ class _Handler(BaseHTTPRequestHandler):
                     level = int((query.get("level") or ["1"])[0])
                 except ValueError:
                     level = -1
+                mode = (query.get("mode") or ["abort"])[0]
+                if mode not in ("abort", "wait", "keep"):
+                    self._send(422, {"detail": [{"type": "literal_error", "loc": ["query", "mode"],
+                                                 "msg": "Input should be 'abort', 'wait' or 'keep'"}]})
+                    return True
                 if not 0 <= level <= 2:
                     self._send(422, {"detail": [{"type": "less_than_equal", "loc": ["query", "level"],
                                                  "msg": "Input should be between 0 and 2"}]})
                     return True
+                if mode == "wait":
+                    self._drain()
                 st.park.park(level)
+                st.draining = False
                 self._send(200, {"status": "sleeping", "level": level})
                 return True
             if method == "POST" and path == "/wake_up":
@@ -241,6 +250,14 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, b"null")
             return True
         return False
+
+    def _drain(self, timeout=600.0):
+        """mode=wait: refuse new requests (the mock's choice: 503), let those in flight finish."""
+        st = self.state
+        st.draining = True  # until parked: park() is called right after
+        deadline = time.monotonic() + timeout
+        while st.stats.running > 0 and time.monotonic() < deadline:
+            time.sleep(0.02)
 
     def _read_body(self):
         length = int(self.headers.get("content-length") or 0)

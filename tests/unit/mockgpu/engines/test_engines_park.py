@@ -8,6 +8,8 @@ processes on a temp mock host; memory read from the holder registry as the NVML 
 from __future__ import annotations
 
 import http.client
+import threading
+import time
 
 from conftest import TOTAL_MIB, MockGpuHost, wait_until
 
@@ -42,6 +44,32 @@ def test_vllm_sleep_level1_keeps_a_residual_per_worker_and_wakes(tmp_path, engin
     assert _held(host, (3, 4)) == [loaded, loaded]
     status, body = eng.post("/v1/completions", {"model": "org/model-7b", "prompt": "hi", "max_tokens": 2})
     assert status == 200 and body["choices"]
+
+
+def test_vllm_sleep_mode_wait_lets_the_requests_in_flight_finish(tmp_path, engines):
+    host = _host(tmp_path)
+    eng = engines.vllm(host, "--gpu-memory-utilization", "0.4", "--enable-sleep-mode",
+                       env=host.env(CUDA_VISIBLE_DEVICES="6", **DEV))
+    eng.wait_ready()
+    done = {}
+
+    def generate():
+        done["out"] = eng.post("/v1/completions", {"model": "org/model-7b", "prompt": "hi", "max_tokens": 64,
+                                                   "ignore_eos": True})
+        done["at"] = time.monotonic()
+
+    worker = threading.Thread(target=generate)
+    worker.start()
+    time.sleep(0.3)  # the request is generating
+    assert eng.request("POST", "/sleep?level=1&mode=wait") == (200, {"status": "sleeping", "level": 1})
+    parked_at = time.monotonic()
+    worker.join(30)
+    assert done["at"] <= parked_at  # the sleep waited for it
+    status, body = done["out"]
+    assert status == 200 and body["choices"][0]["finish_reason"] == "length"  # finished, not aborted
+    assert body["usage"]["completion_tokens"] == 64
+    assert _held(host, (6,)) == [RESIDUAL]
+    assert eng.request("POST", "/sleep?level=1&mode=never")[0] == 422
 
 
 def test_vllm_routes_only_in_dev_mode_and_nothing_freed_without_sleep_mode(tmp_path, engines):
