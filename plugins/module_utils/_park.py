@@ -33,8 +33,8 @@ PROTOCOLS = {
     "vllm": {
         "flag": "--enable-sleep-mode",
         "env": {"VLLM_SERVER_DEV_MODE": "1"},  # without it the routes are not registered (404)
-        # level 1: weights to CPU memory, KV cache dropped; mode=wait: the requests in flight finish first
-        # (the router's default, abort, would end them), new ones wait until the wake-up.
+        # level 1: weights to CPU memory, KV cache dropped; mode=wait: the requests in flight finish before
+        # the weights move (the router's default, abort, would end them).
         "park": ("POST", "/sleep?level=1&mode=wait", None),
         "wake": ("POST", "/wake_up", None),
         "ask": ("GET", "/is_sleeping"),
@@ -42,8 +42,12 @@ PROTOCOLS = {
     "sglang": {
         "flag": "--enable-memory-saver",
         "env": {},
+        # Releasing asserts the scheduler is idle (a busy one dies of it): pause first, which aborts the
+        # requests in flight and holds new ones until generation continues after the wake-up.
+        "pause": ("POST", "/pause_generation", {"mode": "abort"}),
         "park": ("POST", "/release_memory_occupation", {"tags": None}),
         "wake": ("POST", "/resume_memory_occupation", {"tags": None}),
+        "resume": ("POST", "/continue_generation", {}),
         "ask": None,  # SGLang 0.5.23 has no route that says whether memory is released
     },
 }
@@ -285,16 +289,27 @@ class Parking:
     def _call(self, what):
         return request(self.open_url, self.root, self.proto[what], self.timeout, self.headers, self.validate_certs)
 
+    def _steps(self, what, steps):
+        """Call the routes ``steps`` (keys of the protocol) in order; ``(last body, None)`` or ``(None, why)``."""
+        body = None
+        for step in steps:
+            route = self.proto.get(step)
+            if route is None:
+                continue
+            status, body, error = self._call(step)
+            if status != 200:
+                return None, "%s %s answered %s%s" % (route[0], route[1], status if status is not None else "nothing",
+                                                       ": %s" % error if error else "")
+        return body, None
+
     def park(self, accounting):
         """Park the engine; return ``(seconds, record)``. ``accounting`` is called after it, for the
         GPUs' rows. Raises ParkError when the engine refused."""
         t0 = self.clock()
-        status, body, error = self._call("park")
+        body, why = self._steps("park", ("pause", "park"))
         seconds = round(self.clock() - t0, 2)
-        if status != 200:
-            raise ParkError("%s %s answered %s%s" % (self.proto["park"][0], self.proto["park"][1],
-                                                     status if status is not None else "nothing",
-                                                     ": %s" % error if error else ""))
+        if why:
+            raise ParkError(why)
         rows = accounting()
         rec = {"unit": self.unit, "engine": self.engine, "main_pid": self.main_pid, "url": self.root,
                "parked_at": round(time.time(), 3), "park_seconds": seconds, "gpus": rows, "answer": body}
@@ -307,16 +322,13 @@ class Parking:
         """Wake the engine and drop the record; return the seconds it took. Raises ParkError(wake_failed),
         the record dropped as well."""
         t0 = self.clock()
-        status, _body, error = self._call("wake")
+        _body, why = self._steps("wake", ("wake", "resume"))
         seconds = round(self.clock() - t0, 2)
-        if status != 200:
-            # The engine did not survive it (CUDA OOM kills the rank, and the engine with it), or is still
-            # parked: either way the caller restarts it, so the record no longer stands.
-            self.forget()
-            raise ParkError("%s %s answered %s%s: the engine did not wake up" % (
-                self.proto["wake"][0], self.proto["wake"][1], status if status is not None else "nothing",
-                ": %s" % error if error else ""), wake_failed=True)
+        # Failed: the engine did not survive it (CUDA OOM kills the rank, and the engine with it), or is
+        # still parked or paused: either way the caller restarts it, so the record no longer stands.
         self.forget()
+        if why:
+            raise ParkError("%s: the engine did not wake up" % why, wake_failed=True)
         return seconds
 
     def forget(self):

@@ -135,6 +135,17 @@ def test_sglang_memory_occupation_routes_are_the_real_servers(mock_host):
     fields = wheel_file("sglang", "srt/managers/io_struct.py")
     assert re.search(r"class ReleaseMemoryOccupationReqInput\(BaseReq, kw_only=True\):.*?tags: Optional\[List\[str\]\] = None",
                      fields, re.S)
+    # engine_park pauses first (_park.PROTOCOLS): the release asserts the scheduler is idle, which a pause with
+    # mode=abort makes it (the waiting requests are then ignored); generation continues after the resume.
+    server = wheel_file("sglang", "srt/entrypoints/http_server.py")
+    assert '@app.post("/pause_generation")' in server and '@app.post("/continue_generation")' in server
+    assert re.search(r'class PauseGenerationReqInput\(BaseReq, kw_only=True\):.*?mode: Literal\["abort", "retract", '
+                     r'"in_place"\] = "abort"', fields, re.S)
+    assert re.search(r"class ContinueGenerationReqInput\(BaseReq, kw_only=True\):\n(\s+#.*\n)*\s+torch_empty_cache: bool = True",
+                     fields)
+    updater = wheel_file("sglang", "srt/managers/scheduler_components/weight_updater.py")
+    assert re.search(r"assert self\.is_fully_idle\(\s*ignore_waiting=scheduler is not None and scheduler\._engine_paused\s*\), "
+                     r'"release_memory_occupation should be called only when server is idle\."', updater)
     engine = MOCK.Engine.sglang(mock_host, "--enable-memory-saver", "--mem-fraction-static", "0.3",
                                 env=mock_host.env(CUDA_VISIBLE_DEVICES="7"))
     try:
@@ -142,6 +153,10 @@ def test_sglang_memory_occupation_routes_are_the_real_servers(mock_host):
         for method in ("GET", "POST"):
             assert engine.request(method, "/release_memory_occupation", {"tags": None}) == (200, None)
             assert engine.request(method, "/resume_memory_occupation", {"tags": None}) == (200, None)
+        assert engine.request("POST", "/pause_generation", {"mode": "abort"}) == (
+            200, {"message": "Generation paused successfully.", "status": "ok"})
+        assert engine.request("POST", "/continue_generation", {}) == (
+            200, {"message": "Generation continued successfully.", "status": "ok"})
     finally:
         engine.kill_group()
 

@@ -86,6 +86,16 @@ class Parker:
             time.sleep(0.05)
         return False
 
+    def fail(self, msg):
+        """A rank dies of ``msg`` (logged), and the engine with it (its supervisor sees the rank gone)."""
+        if self.log:
+            self.log.error(msg)
+        for r in self.ranks:
+            try:
+                os.kill(r["pid"], signal.SIGKILL)
+            except OSError:
+                pass
+
     def park(self, level):
         """Give the GPU memory back (nothing without the engine's flag). Returns the seconds it took."""
         with self.lock:
@@ -109,10 +119,7 @@ class Parker:
                 return True
             ok = True
             if self.enabled and settings_mod.load_faults(self.fault_key).get("wake_oom"):
-                if self.log:
-                    self.log.error("torch.OutOfMemoryError: CUDA out of memory while waking up (fault wake_oom)")
-                for r in self.ranks:
-                    os.kill(r["pid"], signal.SIGKILL)
+                self.fail("torch.OutOfMemoryError: CUDA out of memory while waking up (fault wake_oom)")
                 return False
             if self.enabled:
                 ok = self._signal_and_wait(signal.SIGUSR2, lambda r: r["mib"])

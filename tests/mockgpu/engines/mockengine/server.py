@@ -68,6 +68,11 @@ class EngineState:
         self.created = int(time.time())
         self.api_keys = [k for k in (api_keys or []) if k]
         self.draining = False  # a sleep with mode=wait lets the requests in flight finish first
+        # SGLang's pause_generation: new requests wait until continue_generation; mode=abort ends those in
+        # flight (each generation loop compares the epoch it started in).
+        self.resumed = threading.Event()
+        self.resumed.set()
+        self.abort_epoch = 0
         self.park = None  # park.Parker once loaded; its routes answer 404 without one (vLLM: no dev mode)
 
     def needs_key(self, path):
@@ -195,6 +200,8 @@ class _Handler(BaseHTTPRequestHandler):
         st = self.state
         if not st.ready or st.shutting_down:
             return self._error(503, "The server is not ready.", "ServiceUnavailableError")
+        # SGLang after pause_generation: held in the tokenizer manager until continue_generation.
+        st.resumed.wait(3600)
         if st.park is not None and (st.park.parked or st.draining):
             return self._error(503, "The engine is parked (sleeping).", "ServiceUnavailableError")
         if self._fault_5xx():
@@ -240,8 +247,27 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send(200, {"is_sleeping": st.park.parked})
                 return True
             return False
+        if method == "POST" and path == "/pause_generation":
+            mode = (json.loads(self._read_body() or b"{}") or {}).get("mode", "abort")
+            st.resumed.clear()
+            if mode == "abort":
+                st.abort_epoch += 1
+                while st.stats.running > 0:
+                    time.sleep(0.02)
+            self._send(200, {"message": "Generation paused successfully.", "status": "ok"})
+            return True
+        if method == "POST" and path == "/continue_generation":
+            self._read_body()
+            st.resumed.set()
+            self._send(200, {"message": "Generation continued successfully.", "status": "ok"})
+            return True
         if path in ("/release_memory_occupation", "/resume_memory_occupation"):
             self._read_body()
+            if path.startswith("/release") and st.stats.running > 0 and st.resumed.is_set():
+                # The scheduler asserts it is idle; a busy one dies of it, and the server with it.
+                st.park.fail("AssertionError: release_memory_occupation should be called only when server is idle.")
+                self._send(500, {"error": {"message": "release_memory_occupation: the scheduler died"}})
+                return True
             if path.startswith("/release"):
                 st.park.park(1)
             elif not st.park.wake():
@@ -518,6 +544,7 @@ class _Generation:
             stats.prompt_tokens += self.prompt_tokens
         produced = 0
         reason = "abort"
+        epoch = st.abort_epoch
         try:
             req.begin()
             deadline = time.monotonic() + self.dec.prefill_seconds(self.prompt_tokens)
@@ -529,6 +556,9 @@ class _Generation:
             pending = textmodel.words(self.rng, 1)
             first = last = time.monotonic()
             while True:
+                if st.abort_epoch != epoch:  # pause_generation(mode=abort)
+                    req.finish(produced, "abort")
+                    break
                 done = produced >= self.limit
                 if pending and (done or len(pending) >= st.stream_interval):
                     req.emit(pending, self.finish if done else None, produced)
@@ -550,6 +580,8 @@ class _Generation:
                     last = now
                 produced += emit
                 pending.extend(textmodel.words(self.rng, emit))
+            if st.abort_epoch != epoch:
+                return
             req.finish(produced, self.finish)
             reason = self.finish
             with stats.lock:

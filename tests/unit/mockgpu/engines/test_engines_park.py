@@ -134,3 +134,57 @@ def test_sglang_release_and_resume_memory_occupation(tmp_path, engines):
     plain.wait_ready()
     assert plain.request("GET", "/release_memory_occupation")[0] == 200
     assert _held(host, (7,)) == [int(0.2 * TOTAL_MIB)]  # no memory saver: nothing released
+
+
+def _generate_in_thread(eng, out, max_tokens=64):
+    def generate():
+        try:
+            out["res"] = eng.post("/v1/completions", {"model": "org/model-7b", "prompt": "hi",
+                                                      "max_tokens": max_tokens, "ignore_eos": True})
+        except (http.client.HTTPException, ConnectionError) as exc:  # the server died under it
+            out["res"] = ("dropped", str(exc))
+        out["at"] = time.monotonic()
+    worker = threading.Thread(target=generate)
+    worker.start()
+    return worker
+
+
+def test_sglang_release_while_busy_kills_the_server_as_its_scheduler_asserts(tmp_path, engines):
+    host = _host(tmp_path)
+    eng = engines.sglang(host, "--mem-fraction-static", "0.3", "--enable-memory-saver",
+                         env=host.env(CUDA_VISIBLE_DEVICES="1"))
+    eng.wait_ready()
+    out = {}
+    worker = _generate_in_thread(eng, out, 256)
+    time.sleep(0.3)
+    try:
+        status = eng.request("POST", "/release_memory_occupation", {"tags": None})[0]
+    except (http.client.HTTPException, ConnectionError):
+        status = "dropped"
+    assert status in (500, "dropped")
+    assert wait_until(lambda: eng.proc.poll() is not None, 15)
+    assert "should be called only when server is idle" in eng.log()
+    worker.join(30)
+
+
+def test_sglang_pause_abort_then_release_holds_new_requests_until_continue(tmp_path, engines):
+    host = _host(tmp_path)
+    eng = engines.sglang(host, "--mem-fraction-static", "0.3", "--enable-memory-saver",
+                         env=host.env(CUDA_VISIBLE_DEVICES="0"))
+    eng.wait_ready()
+    inflight, held = {}, {}
+    first = _generate_in_thread(eng, inflight, 256)
+    time.sleep(0.3)
+    assert eng.request("POST", "/pause_generation", {"mode": "abort"})[0] == 200
+    first.join(30)
+    assert inflight["res"][0] == 200 and inflight["res"][1]["choices"][0]["finish_reason"] == "abort"
+    assert eng.request("POST", "/release_memory_occupation", {"tags": None}) == (200, None)
+    assert _held(host, (0,)) == [RESIDUAL]
+    second = _generate_in_thread(eng, held, 8)
+    time.sleep(0.5)
+    assert "res" not in held  # held while paused
+    assert eng.request("POST", "/resume_memory_occupation", {"tags": None}) == (200, None)
+    assert eng.request("POST", "/continue_generation", {})[0] == 200
+    second.join(30)
+    assert held["res"][0] == 200 and held["res"][1]["choices"][0]["finish_reason"] == "length"
+    assert eng.proc.poll() is None
