@@ -106,8 +106,10 @@ def lost_experiment(host, engine, how, load):
     proto = _park.PROTOCOLS[engine]
     root = "http://127.0.0.1:%d" % base.port
     if how == "park":
-        status, _body, err = _park.request(_open, root, proto["park"], 120)
-        assert status == 200, err
+        for step in ("pause", "park"):  # SGLang pauses generation first (_park.PROTOCOLS)
+            if proto.get(step):
+                status, _body, err = _park.request(_open, root, proto[step], 120)
+                assert status == 200, err
         steps["park_s"] = round(time.monotonic() - t0, 2)
         free = TOTAL_MIB - 615 - sum(h["mib"] for h in host.holders() if h["gpu"] == 0)
         share, why = _park.candidate_share(SHARE, [{"total_mib": TOTAL_MIB, "free_mib": free}])
@@ -126,8 +128,10 @@ def lost_experiment(host, engine, how, load):
     t3 = time.monotonic()
     cand.terminate()
     if how == "park":
-        status, _body, err = _park.request(_open, root, proto["wake"], 120)
-        assert status == 200, err
+        for step in ("wake", "resume"):  # SGLang continues generation after
+            if proto.get(step):
+                status, _body, err = _park.request(_open, root, proto[step], 120)
+                assert status == 200, err
     else:
         base = start(host, engine, SHARE, port, flag)
         base.wait_ready(load + 60)
