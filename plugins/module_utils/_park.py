@@ -298,8 +298,8 @@ class Parking:
                 continue
             status, body, error = self._call(step)
             if status != 200:
-                return None, "%s %s answered %s%s" % (route[0], route[1], status if status is not None else "nothing",
-                                                       ": %s" % error if error else "")
+                answer = status if status is not None else "nothing"
+                return None, "%s %s answered %s%s" % (route[0], route[1], answer, ": %s" % error if error else "")
         return body, None
 
     def park(self, accounting):
