@@ -52,20 +52,13 @@ def test_vllm_sleep_mode_wait_lets_the_requests_in_flight_finish(tmp_path, engin
                        env=host.env(CUDA_VISIBLE_DEVICES="6", **DEV))
     eng.wait_ready()
     done = {}
-
-    def generate():
-        done["out"] = eng.post("/v1/completions", {"model": "org/model-7b", "prompt": "hi", "max_tokens": 64,
-                                                   "ignore_eos": True})
-        done["at"] = time.monotonic()
-
-    worker = threading.Thread(target=generate)
-    worker.start()
+    worker = _generate_in_thread(eng, done)
     time.sleep(0.3)  # the request is generating
     assert eng.request("POST", "/sleep?level=1&mode=wait") == (200, {"status": "sleeping", "level": 1})
     parked_at = time.monotonic()
     worker.join(30)
     assert done["at"] <= parked_at  # the sleep waited for it
-    status, body = done["out"]
+    status, body = done["res"]
     assert status == 200 and body["choices"][0]["finish_reason"] == "length"  # finished, not aborted
     assert body["usage"]["completion_tokens"] == 64
     assert _held(host, (6,)) == [RESIDUAL]

@@ -62,14 +62,18 @@ class Switch:
             assert sd.systemctl("start", UNIT)[0] == 0
             if not never_ready:
                 wait_until(lambda: health(self.port) == 200, "production answers")
-            with open(self.unit_path, "rb") as handle:
-                self.prod_bytes = handle.read()
-            self.snapshot = os.path.join(self.state_dir, "snapshot", UNIT)
-            with open(self.snapshot, "wb") as handle:
-                handle.write(self.prod_bytes)
+            self.take_snapshot()
         _lock.acquire(self.lock, RUN, OWNER, ttl=600)
         self.history = os.path.join(self.state_dir, "history.jsonl")
         self.statefile = _guard.state_path(self.state_dir, UNIT)
+
+    def take_snapshot(self):
+        """What snapshot.yml does: production's unit file, byte for byte, under snapshot/."""
+        with open(self.unit_path, "rb") as handle:
+            self.prod_bytes = handle.read()
+        self.snapshot = os.path.join(self.state_dir, "snapshot", UNIT)
+        with open(self.snapshot, "wb") as handle:
+            handle.write(self.prod_bytes)
 
     def params(self, **kw):
         base = {"unit": UNIT, "unit_path": self.unit_path, "state_dir": self.state_dir, "snapshot": self.snapshot,
@@ -388,11 +392,7 @@ def _parked_switch(tmp_path, sd):
     sd.systemctl("daemon-reload")
     assert sd.systemctl("start", UNIT)[0] == 0
     wait_until(lambda: health(sw.port) == 200, "production answers")
-    with open(sw.unit_path, "rb") as handle:
-        sw.prod_bytes = handle.read()
-    sw.snapshot = os.path.join(sw.state_dir, "snapshot", UNIT)
-    with open(sw.snapshot, "wb") as handle:
-        handle.write(sw.prod_bytes)
+    sw.take_snapshot()
     sw.prod_pid = int(sd.prop(UNIT, "MainPID"))
     loaded = sw.loaded_mib = gpu_procs(0)[1]
     req = urllib.request.Request("http://127.0.0.1:%d/sleep?level=1" % sw.port, data=b"", method="POST")
