@@ -10,18 +10,23 @@ shipped in ``/lib/systemd/system``, a copy in ``/run``), or a drop-in sets ``Exe
 silently replace every candidate's command). ``snapshot(...)`` copies the managed file to the state
 directory (0600, atomically), checks that the copy has the same SHA-256 as the file and that
 ``systemd-analyze verify`` reads it without an error. Both run before anything is stopped.
+``restore(...)`` is the rollback's half: the checked source back in place (or the candidate's unit
+removed when there was none), the unit's failed state cleared, systemd reloaded, the unit restarted.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
+import stat
 import tempfile
 import time
 
 from ansible_collections.llmops.specdec.plugins.module_utils import _files
 
-__all__ = ["inspect", "snapshot", "archive", "newest_archived", "sha256_file", "exec_start_drop_ins", "UnitFileError"]
+__all__ = ["inspect", "snapshot", "restore", "read_small", "check_restore_source", "archive", "newest_archived", "sha256_file",
+           "exec_start_drop_ins", "UnitFileError"]
 
 SHOW = ["LoadState", "FragmentPath", "DropInPaths", "ActiveState", "UnitFileState"]
 _EXEC_START = re.compile(r"^\s*ExecStart\s*=", re.M)
@@ -38,6 +43,21 @@ def exec_start_drop_ins(paths, read=None):
     """The drop-ins among ``paths`` that set ``ExecStart=`` (in their [Service] section or anywhere)."""
     read = read or _read
     return [p for p in paths if _EXEC_START.search(read(p) or "")]
+
+
+READ_LIMIT = 16 << 20
+
+
+def read_small(path, limit=READ_LIMIT):
+    """The text of a small state file (UTF-8, undecodable bytes replaced), or None when it does not exist."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read(limit + 1)
+    except FileNotFoundError:
+        return None
+    if len(data) > limit:
+        raise UnitFileError("%s is larger than %d bytes, not a state file of this collection" % (path, limit))
+    return data.decode("utf-8", errors="replace")
 
 
 def _read(path):
@@ -104,6 +124,57 @@ def verify(run_command, path, unit_name):
         for name in os.listdir(directory):
             os.unlink(os.path.join(directory, name))
         os.rmdir(directory)
+
+
+def check_restore_source(src):
+    """Root copies ``src`` into the unit directory: only a regular file owned by root that nobody else can write."""
+    try:
+        st = os.lstat(src)
+    except FileNotFoundError:
+        raise UnitFileError("%s is missing" % src)
+    if not stat.S_ISREG(st.st_mode):
+        raise UnitFileError("%s is not a regular file" % src)
+    if st.st_uid != 0:
+        raise UnitFileError("%s is owned by uid %d, not root" % (src, st.st_uid))
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise UnitFileError("%s is writable by others than root (mode %04o)" % (src, stat.S_IMODE(st.st_mode)))
+
+
+def _systemctl(run_command, argv, ok_rc=(0,)):
+    rc, out, err = run_command(["systemctl"] + argv)
+    if rc not in ok_rc:
+        raise UnitFileError("systemctl %s failed (rc=%d): %s" % (" ".join(argv), rc, (err or out).strip()[-800:]))
+
+
+def restore(run_command, unit, path, src, check_mode=False):
+    """Put the previous configuration of ``unit`` back and start it, or remove the candidate's ``path``
+    when ``src`` is None (there was no unit before). Returns ``{"file", "started", "changed"}``, where
+    ``file`` is ``restored``, ``unchanged``, ``removed`` or ``absent``.
+
+    The source is checked first (``check_restore_source``); nothing is written when it fails. Manual
+    starts count toward ``StartLimitBurst``, so the failed state is cleared before the start: after a
+    sweep of failing candidates, systemd would otherwise refuse to start production again.
+    """
+    if src is None:
+        exists = os.path.lexists(path)
+        if exists and not check_mode:
+            os.unlink(path)
+            _systemctl(run_command, ["daemon-reload"])
+        return {"file": "removed" if exists else "absent", "started": False, "changed": exists}
+    try:
+        check_restore_source(src)
+    except UnitFileError as exc:
+        raise UnitFileError("refusing to install %s as %s: %s; nothing was changed" % (src, path, exc))
+    with open(src, "rb") as f:
+        data = f.read()
+    same = os.path.isfile(path) and not os.path.islink(path) and sha256_file(path) == hashlib.sha256(data).hexdigest()
+    if check_mode:
+        return {"file": "unchanged" if same else "restored", "started": True, "changed": True}
+    changed = _files.write_if_changed(path, data, 0o644)
+    _systemctl(run_command, ["reset-failed", unit], ok_rc=(0, 1))  # 1: it never failed
+    _systemctl(run_command, ["daemon-reload"])
+    _systemctl(run_command, ["restart", unit])
+    return {"file": "restored" if changed else "unchanged", "started": True, "changed": True}
 
 
 MANIFEST = "MANIFEST.json"

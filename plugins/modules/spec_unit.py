@@ -7,7 +7,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: spec_unit
-short_description: Check that systemd loads the unit the role manages, and take a verified snapshot of it
+short_description: Check that systemd loads the unit the role manages, take a verified snapshot of it, or restore it
 version_added: 0.2.0
 description:
   - Reads C(systemctl show) (C(LoadState), C(FragmentPath), C(DropInPaths), C(ActiveState)) and the drop-ins of
@@ -17,7 +17,11 @@ description:
   - With O(snapshot), copies O(path) there (mode 0600, atomically), checks the copy's SHA-256 against the unit and
     that C(systemd-analyze verify) reads it, and fails when either check fails. A snapshot is never written while
     O(unfinished) exists (the guard of a run that did not finish still restores from it).
-  - One call for what the switch reads before it touches the host.
+  - One call for what the switch reads before it touches the host, with the state files of O(read).
+  - With O(restore), the rollback's half instead, in one call. It checks the source (a regular file owned by root
+    that nobody else can write), puts it back at O(path), clears the unit's failed state and start-limit counter,
+    reloads systemd and restarts the unit. With O(restore.remove), it removes the candidate's unit instead (there
+    was none before) and reloads systemd. Nothing is written when the source check fails.
 author:
   - llmops.specdec developers (@llmops)
 extends_documentation_fragment:
@@ -32,29 +36,20 @@ options:
     type: path
     required: true
   snapshot:
-    description: Where to keep the verified copy of O(path); omit to only inspect.
+    description:
+      - Where to keep the verified copy of O(path); omit to only inspect. Without a unit at O(path), an older copy
+        there is removed (unless O(unfinished) exists).
     type: path
   unfinished:
     description: A file whose existence means an unfinished run still owns the snapshot (its guard state).
     type: path
-  archive:
+  read:
     description:
-      - Keep a copy of O(archive.src) (the unit a kept switch replaced) in O(archive.dir), named by time and SHA-256,
-        listed with its checksum in C(MANIFEST.json) there (newest first); only the newest O(archive.keep) stay.
-    type: dict
-    suboptions:
-      src:
-        description: The file to keep.
-        type: path
-        required: true
-      dir:
-        description: The archive directory (0700).
-        type: path
-        required: true
-      keep:
-        description: How many kept configurations stay.
-        type: int
-        default: 5
+      - Small state files read in the same call (the stored baseline), returned as text in RV(read) in the same
+        order; at most 16 MiB each.
+    type: list
+    elements: path
+    default: []
   expect_archived:
     description:
       - Before a rollback installs O(expect_archived.path), check that its SHA-256 is the newest one in the archive's
@@ -69,10 +64,26 @@ options:
         description: The archive directory.
         type: path
         required: true
+  restore:
+    description:
+      - Put the previous unit back and restart it (O(restore.src)), or remove the candidate's unit (O(restore.remove)).
+        Not with O(snapshot) or O(expect_archived).
+    type: dict
+    suboptions:
+      src:
+        description:
+          - The file to put back at O(path) (the switch's snapshot, or C(previous/UNIT) of a kept switch). Either this
+            or O(restore.remove=true).
+        type: path
+      remove:
+        description: Remove O(path) instead; there was no unit before the switch.
+        type: bool
+        default: false
 attributes:
   check_mode:
     support: full
-    details: The snapshot is not written; RV(snapshot) says whether it would change.
+    details: The snapshot is not written; RV(snapshot) says whether it would change. A restore writes, removes and
+      restarts nothing; RV(restored) says what it would do.
   diff_mode:
     support: none
   idempotent:
@@ -87,6 +98,13 @@ EXAMPLES = r"""
     snapshot: /var/lib/llmops-specdec/snapshot/vllm-server.service
     unfinished: /var/lib/llmops-specdec/guard/vllm-server.json
   register: unit
+
+- name: Roll back to the snapshot and restart the service
+  llmops.specdec.spec_unit:
+    name: vllm-server.service
+    path: /etc/systemd/system/vllm-server.service
+    restore:
+      src: /var/lib/llmops-specdec/snapshot/vllm-server.service
 """
 
 RETURN = r"""
@@ -120,13 +138,20 @@ exec_start_drop_ins:
   returned: always
   type: list
   elements: str
+read:
+  description: The text of each file of O(read), in its order; null for a file that does not exist.
+  returned: always
+  type: list
+  elements: str
 snapshot:
   description: The verified copy, C(path), C(sha256), C(changed); null without O(snapshot) or without a unit.
   returned: always
   type: dict
-archived:
-  description: The kept copy, C(path), C(sha256), C(pruned) (files removed beyond O(archive.keep)), C(changed).
-  returned: when O(archive) is given
+restored:
+  description:
+    - What the restore did, C(file) (V(restored), V(unchanged), V(removed), V(absent)) and C(started) (the unit was
+      restarted).
+  returned: when O(restore) is given
   type: dict
 """
 
@@ -144,12 +169,12 @@ def main():
             path=dict(type="path", required=True),
             snapshot=dict(type="path"),
             unfinished=dict(type="path"),
-            archive=dict(type="dict", options=dict(src=dict(type="path", required=True),
-                                                   dir=dict(type="path", required=True),
-                                                   keep=dict(type="int", default=5))),
+            read=dict(type="list", elements="path", default=[]),
             expect_archived=dict(type="dict", options=dict(path=dict(type="path", required=True),
                                                            dir=dict(type="path", required=True))),
+            restore=dict(type="dict", options=dict(src=dict(type="path"), remove=dict(type="bool", default=False))),
         ),
+        mutually_exclusive=[["restore", "snapshot"], ["restore", "expect_archived"]],
         supports_check_mode=True,
     )
     p = module.params
@@ -157,12 +182,19 @@ def main():
     def run(argv):
         return module.run_command(argv)
 
+    if p["restore"]:
+        restore(module, run, p)
+
     try:
         info = _unitfile.inspect(run, p["name"], p["path"])
     except _unitfile.UnitFileError as exc:
         module.fail_json(msg=str(exc))
     info["sha256"] = _unitfile.sha256_file(p["path"]) if info["exists"] else ""
     info["snapshot"] = None
+    try:
+        info["read"] = [_unitfile.read_small(path) for path in p["read"]]
+    except (_unitfile.UnitFileError, OSError) as exc:
+        module.fail_json(msg="%s; nothing was changed." % exc)
     problem = info.pop("problem")
     if problem:
         module.fail_json(msg=problem + "; nothing was changed.", **info)
@@ -175,13 +207,6 @@ def main():
             module.fail_json(msg="%s has SHA-256 %s, but the newest kept configuration in %s is %s (%s): refusing to "
                                  "install it; nothing was changed"
                                  % (want["path"], got, want["dir"], newest["sha256"], newest["file"]), **info)
-    if p["archive"]:
-        if p["archive"]["keep"] < 1:
-            module.fail_json(msg="archive.keep must be at least 1", **info)
-        if not module.check_mode:
-            info["archived"] = _unitfile.archive(p["archive"]["src"], p["archive"]["dir"], p["name"],
-                                                 p["archive"]["keep"])
-            changed = info["archived"]["changed"]
     if p["snapshot"] and info["exists"]:
         if p["unfinished"] and os.path.exists(p["unfinished"]):
             module.fail_json(msg="an unfinished switch still owns %s (its guard state %s exists): it restores from that "
@@ -196,7 +221,24 @@ def main():
             except (_unitfile.UnitFileError, OSError) as exc:
                 module.fail_json(msg="%s; nothing was changed." % exc, **info)
         changed = changed or info["snapshot"]["changed"]
+    elif p["snapshot"] and os.path.lexists(p["snapshot"]) and not (p["unfinished"] and os.path.exists(p["unfinished"])):
+        # No unit now: an older snapshot must not be restored over a unit this switch creates.
+        if not module.check_mode:
+            os.unlink(p["snapshot"])
+        changed = True
     module.exit_json(changed=changed, **info)
+
+
+def restore(module, run, p):
+    """The rollback: no inspection first, a wrong view of the unit must not keep production down."""
+    src, remove = p["restore"]["src"], p["restore"]["remove"]
+    if bool(src) == remove:
+        module.fail_json(msg="restore needs either src or remove=true; nothing was changed")
+    try:
+        done = _unitfile.restore(run, p["name"], p["path"], src, check_mode=module.check_mode)
+    except (_unitfile.UnitFileError, OSError) as exc:
+        module.fail_json(msg="restoring %s: %s" % (p["path"], exc))
+    module.exit_json(changed=done.pop("changed"), restored=done)
 
 
 if __name__ == "__main__":

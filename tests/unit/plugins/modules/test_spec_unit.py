@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) 2026, llmops.specdec developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""spec_unit main(): the unit systemd loads, a verified snapshot, the archive of kept configurations."""
+"""spec_unit main(): the unit systemd loads, a verified snapshot, the check against the archive, the restore."""
 from __future__ import annotations
 
 import os
@@ -11,6 +11,7 @@ import subprocess
 import pytest
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.llmops.specdec.plugins.module_utils import _unitfile
 from ansible_collections.llmops.specdec.plugins.modules import spec_unit
 from ansible_collections.llmops.specdec.tests.unit.plugins.modules.module_harness import FailJson, run_module
 
@@ -28,6 +29,9 @@ def host(tmp_path, monkeypatch):
     def run_command(self, argv, **_kw):
         if argv[:2] == ["systemctl", "show"]:
             return 0, "".join("%s=%s\n" % kv for kv in props.items()), ""
+        if argv[0] == "systemctl":  # the restore's reset-failed, daemon-reload and restart
+            props.setdefault("calls", []).append(argv[1])
+            return 0, "", ""
         proc = subprocess.run(argv, capture_output=True, text=True, check=False)
         return proc.returncode, proc.stdout, proc.stderr
 
@@ -51,6 +55,12 @@ def test_snapshot_then_unchanged_then_refused_for_an_unfinished_run(host):
     refused = run_module(spec_unit.main, args(tmp_path, unit, snapshot=snap, unfinished=str(tmp_path / "guard.json")),
                          FailJson)
     assert "an unfinished switch still owns" in refused["msg"]
+    # The unit is gone: the older snapshot goes too, unless the unfinished run still restores from it.
+    unit.unlink()
+    assert run_module(spec_unit.main, args(tmp_path, unit, snapshot=snap, unfinished=str(tmp_path / "guard.json")))[
+        "changed"] is False and os.path.exists(snap)
+    (tmp_path / "guard.json").unlink()
+    assert run_module(spec_unit.main, args(tmp_path, unit, snapshot=snap))["changed"] and not os.path.exists(snap)
 
 
 def test_a_unit_from_elsewhere_or_an_exec_start_drop_in_is_refused(host):
@@ -63,18 +73,47 @@ def test_a_unit_from_elsewhere_or_an_exec_start_drop_in_is_refused(host):
     assert "set ExecStart=" in run_module(spec_unit.main, args(tmp_path, unit), FailJson)["msg"]
 
 
-def test_archive_and_the_check_before_a_rollback(host):
+def test_the_check_before_a_rollback_against_the_archive(host):
     tmp_path, unit, _props = host
     kept = str(tmp_path / "kept")
     previous = tmp_path / "previous.service"
     previous.write_text(UNIT)
-    done = run_module(spec_unit.main, args(tmp_path, unit, archive={"src": str(previous), "dir": kept, "keep": 3}))
-    assert done["changed"] and done["archived"]["sha256"] == done["sha256"]
+    assert _unitfile.archive(str(previous), kept, "vllm-server.service", 3)["changed"]  # as switch_record keeps it
     ok = run_module(spec_unit.main, args(tmp_path, unit, expect_archived={"path": str(previous), "dir": kept}))
     assert ok["changed"] is False
     previous.write_text(UNIT + "ExecStartPre=/bin/sh -c 'tampered'\n")
     refused = run_module(spec_unit.main, args(tmp_path, unit, expect_archived={"path": str(previous), "dir": kept}),
                          FailJson)
     assert "but the newest kept configuration" in refused["msg"] and "nothing was changed" in refused["msg"]
-    assert run_module(spec_unit.main, args(tmp_path, unit, archive={"src": str(previous), "dir": kept, "keep": 0}),
-                      FailJson)["msg"] == "archive.keep must be at least 1"
+
+
+def test_restore_in_one_call_and_its_refusals(host):
+    tmp_path, unit, props = host
+    snap = tmp_path / "snapshot.service"
+    snap.write_text(UNIT.replace("true", "false"))
+    os.chmod(snap, 0o600)
+    check = run_module(spec_unit.main, args(tmp_path, unit, restore={"src": str(snap)}, _ansible_check_mode=True))
+    assert check["changed"] and check["restored"]["file"] == "restored" and unit.read_text() == UNIT
+    assert "calls" not in props
+    done = run_module(spec_unit.main, args(tmp_path, unit, restore={"src": str(snap)}))
+    assert done["restored"] == {"file": "restored", "started": True} and unit.read_text() == snap.read_text()
+    assert props["calls"] == ["reset-failed", "daemon-reload", "restart"]
+    assert "either src or remove=true" in run_module(spec_unit.main, args(tmp_path, unit, restore={}), FailJson)["msg"]
+    both = run_module(spec_unit.main, args(tmp_path, unit, restore={"src": str(snap)}, snapshot=str(snap)), FailJson)
+    assert "mutually exclusive" in both["msg"]
+    os.chmod(snap, 0o666)
+    refused = run_module(spec_unit.main, args(tmp_path, unit, restore={"src": str(snap)}), FailJson)
+    assert "writable by others than root" in refused["msg"] and "nothing was changed" in refused["msg"]
+    removed = run_module(spec_unit.main, args(tmp_path, unit, restore={"remove": True}))
+    assert removed["restored"] == {"file": "removed", "started": False} and not unit.exists()
+
+
+def test_the_stored_baseline_is_read_in_the_same_call(host):
+    tmp_path, unit, _props = host
+    stored = tmp_path / "baseline.json"
+    stored.write_text('{"label": "production"}')
+    done = run_module(spec_unit.main, args(tmp_path, unit, read=[str(stored), str(tmp_path / "absent.json")]))
+    assert done["read"] == ['{"label": "production"}', None] and done["changed"] is False
+    big = tmp_path / "big.json"
+    big.write_bytes(b"x" * (_unitfile.READ_LIMIT + 1))
+    assert "larger than" in run_module(spec_unit.main, args(tmp_path, unit, read=[str(big)]), FailJson)["msg"]
