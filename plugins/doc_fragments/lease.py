@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) 2026, llmops.specdec developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The ``lease`` option of the modules that wait on the host (engine_ready, spec_bench).
+"""The ``lease`` option of the modules that wait on the host (engine_ready, spec_bench, gpu_reclaim).
 
 Its argument spec is ``module_utils._lease.LEASE_ARGSPEC``; keep the two in step.
 """

@@ -5,10 +5,10 @@
 
 A switch arms the guard (``_guard``) before anything may stop the service; the guard restores the
 previous configuration once its deadline passes. The waits that take longest (a model load in
-``engine_ready``'s cycles, a benchmark in ``spec_bench``) renew it while they run, with a short ttl:
-a lost controller then costs at most one ttl, not a whole 30-minute step.
+``engine_ready``'s cycles, a benchmark in ``spec_bench``, a stop in ``gpu_reclaim``) renew it while
+they run, with a short ttl: a lost controller then costs at most one ttl, not a whole 30-minute step.
 
-``LEASE_ARGSPEC`` is the ``lease`` option of both modules (doc fragment ``llmops.specdec.lease``).
+``LEASE_ARGSPEC`` is the ``lease`` option of these modules (doc fragment ``llmops.specdec.lease``).
 ``renew(lease)`` extends the deadline once; ``Heartbeat(lease)`` renews it in a thread every third of
 its ttl until the block ends, and keeps the first failure in ``lost`` (the guard restored the host, or
 another run owns it: what the module was measuring is then not what runs).

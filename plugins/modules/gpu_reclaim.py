@@ -43,10 +43,14 @@ description:
     RV(stopped), so the caller knows the service was touched and must roll back.
   - A process that ignores SIGTERM (its C(SigIgn) mask has it) or is stopped gets SIGKILL at once, since
     no grace period could help it.
+  - With O(lease), the guard's deadline is renewed before anything is stopped (a lost lease fails with nothing
+    touched), while the reclaim runs, and once more when it ends, so the step after it (the candidate's install,
+    a rollback's restore) needs no renewal of its own.
 author:
   - llmops.specdec developers (@llmops)
 extends_documentation_fragment:
   - llmops.specdec._attributes
+  - llmops.specdec.lease
 attributes:
   check_mode:
     support: full
@@ -208,6 +212,10 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+lease_lost:
+  description: Why the lease on the host's guard could not be renewed (the guard restored the host, or another run owns it).
+  returned: when O(lease) was given and a renewal failed
+  type: str
 touched:
   description:
     - Whether a unit stop was issued or a process signalled. On a failure with V(true) the service was
@@ -325,7 +333,7 @@ elapsed:
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _nvml
+from ansible_collections.llmops.specdec.plugins.module_utils import _lease, _nvml
 from ansible_collections.llmops.specdec.plugins.module_utils._reclaim import (
     DEFAULTS, SCOPES, ReclaimError, reclaim)
 
@@ -338,6 +346,7 @@ def main():
     for key in ("stop_timeout", "term_timeout", "verify_timeout"):
         spec[key] = dict(type="float", default=DEFAULTS[key])
     spec["max_used_mib"] = dict(type="int", default=DEFAULTS["max_used_mib"])
+    spec["lease"] = _lease.lease_argspec()
     module = AnsibleModule(
         argument_spec=spec,
         supports_check_mode=True,
@@ -345,13 +354,34 @@ def main():
     if _nvml.PYNVML.get() is None:
         module.fail_json(msg=missing_required_lib("nvidia-ml-py") + "; nothing was stopped or signalled",
                          exception=_nvml.PYNVML.error, touched=False, stopped=[])
+    params = dict(module.params)
+    lease = params.pop("lease")
+    if module.check_mode:
+        lease = None  # a check stops nothing, so it holds no lease
+    # The lease is renewed at the start (a guard that already restored the host, or belongs to another
+    # run, must not see this run stop anything), while the reclaim runs, and once more at its end, so
+    # the next step (an install, a restore) starts with a whole ttl.
     try:
-        result = reclaim(module.params, module.run_command, check_mode=module.check_mode, warn=module.warn)
+        with _lease.Heartbeat(lease) as heartbeat:
+            if heartbeat.lost:
+                module.fail_json(msg="the lease on the host's guard was lost, the host is being restored to its "
+                                     "previous configuration: %s; nothing was stopped or signalled" % heartbeat.lost,
+                                 lease_lost=heartbeat.lost, touched=False, stopped=[])
+            result = reclaim(params, module.run_command, check_mode=module.check_mode, warn=module.warn)
     except ReclaimError as exc:
         exc.result.pop("diff", None)
         if exc.exception:
             exc.result["exception"] = exc.exception
         module.fail_json(msg=exc.msg, **exc.result)
+    try:
+        _lease.renew(lease)
+    except _lease.LeaseLost as exc:
+        heartbeat.lost = heartbeat.lost or str(exc)
+    if heartbeat.lost:
+        result.pop("diff", None)
+        module.fail_json(msg="the lease on the host's guard was lost while the GPUs were reclaimed, the host is being "
+                             "restored to its previous configuration: %s" % heartbeat.lost,
+                         lease_lost=heartbeat.lost, **result)
     if not module._diff:
         result.pop("diff", None)
     module.exit_json(**result)

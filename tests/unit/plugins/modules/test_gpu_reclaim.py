@@ -4,12 +4,17 @@
 """gpu_reclaim main(): options, check/diff mode, results and failures, on the NVML shim with real holders."""
 from __future__ import annotations
 
+import json
+import os
+import time
+
 import pynvml
 import pytest
 import yaml
 from ansible.module_utils import basic
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _nvml, _optional, _systemd
+from ansible_collections.llmops.specdec.plugins.doc_fragments import lease as lease_fragment
+from ansible_collections.llmops.specdec.plugins.module_utils import _guard, _nvml, _optional, _systemd
 from ansible_collections.llmops.specdec.plugins.modules import gpu_reclaim
 from ansible_collections.llmops.specdec.tests.unit.plugins.modules.module_harness import ExitJson, FailJson, run_module
 from ansible_collections.llmops.specdec.tests.unit.plugins.module_utils.reclaim_host import (
@@ -83,6 +88,35 @@ def test_missing_gpu_fails_before_the_unit_is_touched(host, systemctl):
     result = run({"units": ["vllm.service"], "gpus": ["GPU-missing"]}, FailJson)
     assert result["msg"].startswith("GPU GPU-missing not found")
     assert systemctl.calls == [] and alive(main)
+
+
+def _armed_guard(tmp_path, deadline_in):
+    """A guard state file as switch_guard writes it, armed by run-a."""
+    path = tmp_path / "guard" / "vllm-server.service.json"
+    path.parent.mkdir(mode=0o700)
+    path.write_text(json.dumps({"version": _guard.STATE_VERSION, "run_id": "run-a", "unit": "vllm.service",
+                                "phase": _guard.PHASE_ARMED, "deadline": time.time() + deadline_in}))
+    return {"statefile": str(path), "run_id": "run-a", "ttl": 90}
+
+
+def test_the_lease_is_renewed_for_the_step_after_the_reclaim(host, systemctl, tmp_path):
+    main = host.hold((0, 100))
+    systemctl.add("vllm.service", [main])
+    lease = _armed_guard(tmp_path, 5)
+    result = run({"units": ["vllm.service"], "gpus": ["0"], "lease": lease})
+    state = json.loads(open(lease["statefile"]).read())
+    assert result["touched"] and not alive(main)
+    assert state["renewals"] >= 2 and state["deadline"] > time.time() + 80  # at the start and at the end
+
+
+def test_a_lost_lease_stops_nothing(host, systemctl, tmp_path):
+    main = host.hold((0, 100))
+    systemctl.add("vllm.service", [main])
+    lease = _armed_guard(tmp_path, 5)
+    os.unlink(lease["statefile"])  # the guard restored the host and is gone
+    result = run({"units": ["vllm.service"], "gpus": ["0"], "lease": lease}, FailJson)
+    assert "lease on the host's guard was lost" in result["msg"] and "no guard is armed" in result["lease_lost"]
+    assert result["touched"] is False and systemctl.calls == [] and alive(main)
 
 
 def test_missing_pynvml_is_a_missing_required_lib(monkeypatch, systemctl):
@@ -185,6 +219,7 @@ def test_documentation_matches_the_argument_spec(monkeypatch):
         gpu_reclaim.main()
     assert seen.pop("__check_mode") is True
     doc = yaml.safe_load(gpu_reclaim.DOCUMENTATION)["options"]
+    doc.update(yaml.safe_load(lease_fragment.ModuleDocFragment.DOCUMENTATION)["options"])
     assert set(doc) == set(seen)
     for name, spec in seen.items():
         assert doc[name]["type"] == spec["type"], name
