@@ -460,6 +460,24 @@ def _sources(params):
     return restore, baselines
 
 
+def _take_copies(params, check_mode):
+    """Baseline files marked ``take``: copy ``dest`` (what the switch may overwrite) to ``src`` (0600) now, or
+    leave the item out when there is no ``dest`` yet (nothing to put back). In check mode nothing is copied
+    and ``dest`` stands for the copy it would be."""
+    items = []
+    for item in params.get("baseline_files") or []:
+        if item.get("take"):
+            data = _read_bytes(item["dest"])
+            if data is None:
+                continue
+            if check_mode:
+                item = dict(item, src=item["dest"])
+            else:
+                _files.write_if_changed(item["src"], data, 0o600)
+        items.append(item)
+    return dict(params, baseline_files=items)
+
+
 def _park_section(params):
     """The candidate unit beside a parked baseline (``park`` of state=armed), checked; None without one."""
     park = params.get("park")
@@ -523,7 +541,6 @@ def arm(params, run_command_, check_mode=False, clock=time.time, systemd_run="sy
         _check_path(what, params[what])
     statefile = state_path(params["state_dir"], unit)
     now = clock()
-    state = build_state(params, now)
     existing = read_state(statefile)
     if existing and existing.get("run_id") != params["run_id"]:
         raise GuardError("a guard for %s is armed by another run: %s (phase %s, deadline %s); nothing was changed. "
@@ -533,6 +550,7 @@ def arm(params, run_command_, check_mode=False, clock=time.time, systemd_run="sy
     if existing and existing.get("phase") != PHASE_ARMED:
         raise GuardError("the guard for %s is %s since %s; it cannot be re-armed now"
                          % (unit, existing.get("phase"), existing.get("restoring_since")), state=existing)
+    state = build_state(_take_copies(params, check_mode), now)
     if existing:
         state["armed_at"], state["armed_epoch"] = existing["armed_at"], existing["armed_epoch"]
         state["renewed_at"], state["renewed_epoch"] = iso(now), round(now, 3)

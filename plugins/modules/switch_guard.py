@@ -121,6 +121,13 @@ options:
       checksum:
         description: The sha256 O(baseline_files[].src) must have now.
         type: str
+      take:
+        description:
+          - Copy O(baseline_files[].dest) to O(baseline_files[].src) (0600) when the guard is armed, so the restore puts
+            back the file as it was before the switch. Without a O(baseline_files[].dest) yet, the item is left out
+            (there is nothing to put back).
+        type: bool
+        default: false
   ready_url:
     description:
       - Base URL the restored service answers on, probed from the host. vLLM is ready when C(GET /health)
@@ -445,7 +452,7 @@ def main():
             snapshot_checksum=dict(type="str"),
             baseline_files=dict(type="list", elements="dict", default=[], options=dict(
                 src=dict(type="path", required=True), dest=dict(type="path", required=True),
-                checksum=dict(type="str"))),
+                checksum=dict(type="str"), take=dict(type="bool", default=False))),
             ready_url=dict(type="str"),
             engine=dict(type="str", choices=["vllm", "sglang"], default="vllm"),
             model=dict(type="str"),

@@ -247,9 +247,13 @@ def test_reboot_mid_switch_boots_the_previous_configuration(gpus, sd, tmp_path):
     with open(baseline, "w") as handle:
         handle.write('{"label": "production"}\n')
     saved = os.path.join(sw.state_dir, "snapshot", "vllm__prod__reasoning.json")
-    with open(saved, "w") as handle:
-        handle.write('{"label": "production"}\n')
-    armed = sw.arm(ttl=600, baseline_files=[{"src": saved, "dest": baseline, "checksum": None}])
+    never = os.path.join(sw.state_dir, "baselines", "never-measured.json")
+    armed = sw.arm(ttl=600, baseline_files=[{"src": saved, "dest": baseline, "checksum": None, "take": True},
+                                            {"src": never + ".saved", "dest": never, "checksum": None, "take": True}])
+    # The guard took its own copy of the stored baseline; one that does not exist yet has nothing to put back.
+    with open(saved) as handle:
+        assert json.load(handle)["label"] == "production" and (os.stat(saved).st_mode & 0o777) == 0o600
+    assert [item["dest"] for item in armed["guard"]["baseline_files"]] == [baseline]
     template = os.path.join(sd.unit_dir, _guard.BOOT_TEMPLATE)
     assert armed["boot_unit"]["written"] == template
     instance = _guard.boot_instance(UNIT)
