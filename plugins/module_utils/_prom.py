@@ -2,7 +2,8 @@
 # Copyright (c) 2026, llmops.specdec developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Prometheus text exposition parsing and counter deltas (speculative-decoding acceptance), and the
-node_exporter textfile lines of the nightly acceptance watch (:func:`acceptance_textfile`).
+node_exporter textfile lines of the nightly acceptance watch (:func:`acceptance_textfile`) and of a
+switch's outcome (:func:`switch_textfile`).
 
 prometheus_client's own text parser is used when the target has it; otherwise a small parser
 that handles what the engines emit (comments, labels with escapes, exponent / NaN / Inf values,
@@ -193,6 +194,8 @@ def _escape_label(value):
 
 
 def _series(name, labels, value):
+    if not labels:
+        return '%s %s' % (name, _number(value))
     text = ','.join('%s="%s"' % (key, _escape_label(val)) for key, val in labels)
     return '%s{%s} %s' % (name, text, _number(value))
 
@@ -259,4 +262,51 @@ def acceptance_textfile(watch, labels=None, timestamp=None):
     _family(out, 'llmops_specdec_acceptance_length', 'Mean acceptance length (tokens per verification step), when kept and tonight.',
             [(base + [('when', when)], length[when]) for when in ('kept', 'now')
              if isinstance(length.get(when), (int, float)) and not isinstance(length.get(when), bool)])
+    return '\n'.join(out) + '\n'
+
+
+def _figure(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def switch_textfile(record, timestamp):
+    """node_exporter textfile lines for one switch's outcome record (``spec_switch_record``), newline-terminated.
+
+    Series: ``llmops_specdec_switch_timestamp_seconds``, ``..._switch_kept{method,suite}`` (1 only when the
+    candidate was kept, or was already running and judged a keep), ``..._switch_speedup{method,suite}``,
+    ``..._switch_speedup_ci{method,suite,bound}``, ``llmops_specdec_output_tokens_per_second{role,concurrency}``
+    (candidate and baseline), ``..._switch_host_unstable{suite}`` and ``..._switch_drift_ratio{suite,concurrency}``
+    (the restored configuration over the baseline, after a rollback).
+    """
+    method = (record.get('candidate') or {}).get('method') or 'none'
+    suite = [('suite', record.get('suite', ''))]
+    judged = [('method', method)] + suite
+    out = ['# Managed by llmops.specdec; written after each switch on %s.' % record.get('host', '')]
+    _family(out, 'llmops_specdec_switch_timestamp_seconds', 'When the last switch finished.',
+            [([], int(round(float(timestamp))))])
+    kept = record.get('outcome') in ('kept', 'unchanged') and record.get('decision') == 'keep'
+    _family(out, 'llmops_specdec_switch_kept', '1 when the last candidate was kept, 0 when rolled back or failed.',
+            [(judged, 1 if kept else 0)])
+    if _figure(record.get('speedup')):
+        _family(out, 'llmops_specdec_switch_speedup', 'Candidate output tok/s over baseline at the lowest concurrency.',
+                [(judged, record['speedup'])])
+    ci = record.get('speedup_ci')
+    if isinstance(ci, (list, tuple)) and len(ci) == 2 and all(_figure(v) for v in ci):
+        _family(out, 'llmops_specdec_switch_speedup_ci',
+                'Confidence interval of the speed-up at the lowest concurrency (bound="lower" or "upper").',
+                [(judged + [('bound', 'lower')], ci[0]), (judged + [('bound', 'upper')], ci[1])])
+    rates = []
+    for role, key in (('candidate', 'result'), ('baseline', 'baseline')):
+        for level, fig in ((record.get(key) or {}).get('levels') or {}).items():
+            if _figure((fig or {}).get('output_tok_s')):
+                rates.append(([('role', role), ('concurrency', level)], fig['output_tok_s']))
+    _family(out, 'llmops_specdec_output_tokens_per_second', 'Output tok/s of the candidate and of the baseline, per concurrency.',
+            rates)
+    _family(out, 'llmops_specdec_switch_host_unstable', '1 when the configuration measured again after a rollback moved '
+            'beyond the verdict\'s host shift.', [(suite, 1 if record.get('host_unstable') else 0)])
+    drift = [(suite + [('concurrency', row.get('level'))], row['ratio'])
+             for row in (record.get('drift') or {}).get('levels') or []
+             if row.get('figure') == 'output_tok_s' and _figure(row.get('ratio'))]
+    _family(out, 'llmops_specdec_switch_drift_ratio',
+            'Output tok/s of the restored configuration over the baseline\'s, after a rollback.', drift)
     return '\n'.join(out) + '\n'

@@ -3,13 +3,14 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """spec_switch's acceptance watch tasks, run by ansible-playbook on the controller (no host touched).
 
-The tasks are taken by name from the role's own files (record.yml stores the kept acceptance, nightly.yml
+The tasks are taken by name from the role's own files (record.yml's switch_record stores the kept acceptance, nightly.yml
 compares tonight's with it and writes the textfile), so their Jinja meets Ansible's templating (types,
 from_json, the file written and read back) as it does on a host; molecule/verdict/plays/acceptance_drop.yml
 runs them on a mock vLLM host with a real drop.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -23,7 +24,8 @@ from ansible_collections.llmops.specdec.tests.unit.plugins.module_utils.test__wa
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 PLAYBOOK_BIN = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
 TASKS = os.path.join(REPO, "roles", "spec_switch", "tasks")
-UNIT = "c" * 64
+UNIT_TEXT = "[Service]\nExecStart=/usr/bin/true\n"
+UNIT = hashlib.sha256(UNIT_TEXT.encode()).hexdigest()  # the kept unit's checksum, as switch_record reads it
 
 
 def _tasks(path):
@@ -70,13 +72,16 @@ def build(tmp_path):
               "spec_server_unit": "vllm-server.service"}
     for host, values in hostvars.items():
         values.update(common, spec_switch_state_dir=str(tmp_path / host / "state"), spec_switch_textfile_dir=str(tmp_path / host / "prom"),
-                      __spec_switch_baseline_settings={"host": host, "unit_sha256": UNIT})
+                      __spec_switch_baseline_settings={"host": host, "unit_sha256": UNIT},
+                      spec_server_unit_path=str(tmp_path / host / "vllm-server.service"), __spec_switch_previous_exists=False,
+                      spec_switch_kept_history=5)
         (tmp_path / host / "prom").mkdir(parents=True)
+        (tmp_path / host / "state").mkdir()
+        (tmp_path / host / "vllm-server.service").write_text(UNIT_TEXT)
     inventory = {"all": {"hosts": hostvars}}
     setup = {"name": "Stand in for the switch's record", "ansible.builtin.set_fact": {"spec_switch_record": {
         "outcome": "{{ 'kept' if keep else 'rolled_back' }}", "at": "2026-11-30T02:00:00Z", "acceptance": record_key("acceptance")}}}
-    keep = [task("record.yml", "Create the directory of the acceptance measured when a candidate was kept"),
-            task("record.yml", "Keep the acceptance measured when the candidate was kept")]
+    keep = [task("record.yml", "Write the record on the host (history, textfile, and the kept candidate as the baseline)")]
     nightly = [task("nightly.yml", "Read the acceptance stored when the running configuration was kept"),
                task("nightly.yml", "Compare tonight's acceptance with the one stored when the configuration was kept"),
                {"name": "Stand in for the nightly record", "ansible.builtin.set_fact": {"spec_switch_nightly_record": {
