@@ -8,6 +8,7 @@
   over the path, then the directory flushed too (the rename survives a crash).
 - ``write_if_changed(path, data, mode=0o644) -> bool``: the same, but an identical file is left alone
   (not even its mtime moves; only its mode is set when that differs). Returns whether the file changed.
+- ``copy_if_changed(src, dest, mode=0o600) -> bool``: ``write_if_changed`` with the bytes of ``src``.
 - ``append_lines(path, lines, mode=0o644) -> bool``: adds lines to a log such as ``history.jsonl``.
 - ``sha256_file(path) -> str``: the hex SHA-256 of a file, read in blocks.
 
@@ -22,7 +23,7 @@ import os
 import stat
 import tempfile
 
-__all__ = ["write_atomic", "write_if_changed", "append_lines", "sha256_file"]
+__all__ = ["write_atomic", "write_if_changed", "copy_if_changed", "append_lines", "sha256_file"]
 
 
 def _as_bytes(data):
@@ -90,6 +91,12 @@ def write_if_changed(path, data, mode=0o644):
         return True
     write_atomic(path, data, mode)
     return True
+
+
+def copy_if_changed(src, dest, mode=0o600):
+    """Copy the file ``src`` to ``dest`` atomically unless ``dest`` already holds it; return whether it changed."""
+    with open(src, "rb") as f:
+        return write_if_changed(dest, f.read(), mode)
 
 
 def append_lines(path, lines, mode=0o644):

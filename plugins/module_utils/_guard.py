@@ -467,13 +467,12 @@ def _take_copies(params, check_mode):
     items = []
     for item in params.get("baseline_files") or []:
         if item.get("take"):
-            data = _read_bytes(item["dest"])
-            if data is None:
+            if not os.path.isfile(item["dest"]):
                 continue
             if check_mode:
                 item = dict(item, src=item["dest"])
             else:
-                _files.write_if_changed(item["src"], data, 0o600)
+                _files.copy_if_changed(item["dest"], item["src"], 0o600)
         items.append(item)
     return dict(params, baseline_files=items)
 

@@ -38,10 +38,7 @@ class RecordError(Exception):
 
 def _copy(src, dest):
     """Copy ``src`` to ``dest`` (0600); False when there is no ``src``."""
-    if not os.path.isfile(src):
-        return False
-    with open(src, "rb") as f:
-        return _files.write_if_changed(dest, f.read(), 0o600)
+    return os.path.isfile(src) and _files.copy_if_changed(src, dest, 0o600)
 
 
 def _json(doc):

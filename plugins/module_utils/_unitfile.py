@@ -15,7 +15,6 @@ removed when there was none), the unit's failed state cleared, systemd reloaded,
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -165,12 +164,10 @@ def restore(run_command, unit, path, src, check_mode=False):
         check_restore_source(src)
     except UnitFileError as exc:
         raise UnitFileError("refusing to install %s as %s: %s; nothing was changed" % (src, path, exc))
-    with open(src, "rb") as f:
-        data = f.read()
-    same = os.path.isfile(path) and not os.path.islink(path) and sha256_file(path) == hashlib.sha256(data).hexdigest()
     if check_mode:
+        same = os.path.isfile(path) and sha256_file(path) == sha256_file(src)
         return {"file": "unchanged" if same else "restored", "started": True, "changed": True}
-    changed = _files.write_if_changed(path, data, 0o644)
+    changed = _files.copy_if_changed(src, path, 0o644)
     _systemctl(run_command, ["reset-failed", unit], ok_rc=(0, 1))  # 1: it never failed
     _systemctl(run_command, ["daemon-reload"])
     _systemctl(run_command, ["restart", unit])
@@ -217,8 +214,7 @@ def archive(src, directory, unit, keep=5, now=None):
 
 def _copy(src, dest):
     """Copy ``src`` to ``dest`` atomically, 0600 (a reader never sees half a unit file)."""
-    with open(src, "rb") as f:
-        _files.write_atomic(dest, f.read(), 0o600)
+    _files.copy_if_changed(src, dest, 0o600)
 
 
 def newest_archived(directory):
