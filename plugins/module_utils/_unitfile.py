@@ -24,8 +24,8 @@ import time
 
 from ansible_collections.llmops.specdec.plugins.module_utils import _files
 
-__all__ = ["inspect", "snapshot", "restore", "read_small", "check_restore_source", "archive", "newest_archived", "sha256_file",
-           "exec_start_drop_ins", "UnitFileError"]
+__all__ = ["inspect", "snapshot", "restore", "n_restarts", "systemctl", "read_small", "check_restore_source", "archive",
+           "newest_archived", "sha256_file", "exec_start_drop_ins", "UnitFileError"]
 
 SHOW = ["LoadState", "FragmentPath", "DropInPaths", "ActiveState", "UnitFileState"]
 _EXEC_START = re.compile(r"^\s*ExecStart\s*=", re.M)
@@ -139,16 +139,19 @@ def check_restore_source(src):
         raise UnitFileError("%s is writable by others than root (mode %04o)" % (src, stat.S_IMODE(st.st_mode)))
 
 
-def _systemctl(run_command, argv, ok_rc=(0,)):
+def systemctl(run_command, argv, ok_rc=(0,)):
+    """Run ``systemctl ARGV``; raise UnitFileError with its words unless rc is in ``ok_rc``; return (rc, out)."""
     rc, out, err = run_command(["systemctl"] + argv)
     if rc not in ok_rc:
         raise UnitFileError("systemctl %s failed (rc=%d): %s" % (" ".join(argv), rc, (err or out).strip()[-800:]))
+    return rc, out
 
 
 def restore(run_command, unit, path, src, check_mode=False):
     """Put the previous configuration of ``unit`` back and start it, or remove the candidate's ``path``
     when ``src`` is None (there was no unit before). Returns ``{"file", "started", "changed"}``, where
-    ``file`` is ``restored``, ``unchanged``, ``removed`` or ``absent``.
+    ``file`` is ``restored``, ``unchanged``, ``removed`` or ``absent``; after a restart, ``n_restarts``
+    is systemd's restart count (the readiness wait fails when it grows).
 
     The source is checked first (``check_restore_source``); nothing is written when it fails. Manual
     starts count toward ``StartLimitBurst``, so the failed state is cleared before the start: after a
@@ -158,20 +161,26 @@ def restore(run_command, unit, path, src, check_mode=False):
         exists = os.path.lexists(path)
         if exists and not check_mode:
             os.unlink(path)
-            _systemctl(run_command, ["daemon-reload"])
-        return {"file": "removed" if exists else "absent", "started": False, "changed": exists}
+            systemctl(run_command, ["daemon-reload"])
+        return {"file": "removed" if exists else "absent", "started": False, "changed": exists, "n_restarts": None}
     try:
         check_restore_source(src)
     except UnitFileError as exc:
         raise UnitFileError("refusing to install %s as %s: %s; nothing was changed" % (src, path, exc))
     if check_mode:
         same = os.path.isfile(path) and sha256_file(path) == sha256_file(src)
-        return {"file": "unchanged" if same else "restored", "started": True, "changed": True}
+        return {"file": "unchanged" if same else "restored", "started": True, "changed": True, "n_restarts": None}
     changed = _files.copy_if_changed(src, path, 0o644)
-    _systemctl(run_command, ["reset-failed", unit], ok_rc=(0, 1))  # 1: it never failed
-    _systemctl(run_command, ["daemon-reload"])
-    _systemctl(run_command, ["restart", unit])
-    return {"file": "restored" if changed else "unchanged", "started": True, "changed": True}
+    systemctl(run_command, ["reset-failed", unit], ok_rc=(0, 1))  # 1: it never failed
+    systemctl(run_command, ["daemon-reload"])
+    systemctl(run_command, ["restart", unit])
+    return {"file": "restored" if changed else "unchanged", "started": True, "changed": True,
+            "n_restarts": n_restarts(run_command, unit)}
+
+
+def n_restarts(run_command, unit):
+    """systemd's count of the unit's automatic restarts (``NRestarts``); a manual restart resets it."""
+    return int(systemctl(run_command, ["show", unit, "--property=NRestarts", "--value"])[1].strip() or 0)
 
 
 MANIFEST = "MANIFEST.json"

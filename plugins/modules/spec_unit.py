@@ -7,7 +7,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: spec_unit
-short_description: Check that systemd loads the unit the role manages, take a verified snapshot of it, or restore it
+short_description: Check that systemd loads the unit the role manages, snapshot, install or restore it
 version_added: 0.2.0
 description:
   - Reads C(systemctl show) (C(LoadState), C(FragmentPath), C(DropInPaths), C(ActiveState)) and the drop-ins of
@@ -22,6 +22,10 @@ description:
     that nobody else can write), puts it back at O(path), clears the unit's failed state and start-limit counter,
     reloads systemd and restarts the unit. With O(restore.remove), it removes the candidate's unit instead (there
     was none before) and reloads systemd. Nothing is written when the source check fails.
+  - With O(install), the server role's install in one call. It makes the working directory, the secrets file
+    (or removes it when the unit has none), SGLang's schedule file and the unit file, each only when it differs.
+    When the unit or its secrets changed, it reloads systemd and, with O(install.restart), restarts the unit,
+    enables or disables it as O(install.enabled) says, and returns systemd's restart count for the readiness wait.
 author:
   - llmops.specdec developers (@llmops)
 extends_documentation_fragment:
@@ -79,13 +83,57 @@ options:
         description: Remove O(path) instead; there was no unit before the switch.
         type: bool
         default: false
+  install:
+    description:
+      - Install O(install.text) at O(path) (root, 0644) with the files it reads. Not with O(snapshot), O(restore) or
+        O(expect_archived).
+    type: dict
+    suboptions:
+      text:
+        description: The unit file's text (the role's rendered unit).
+        type: str
+        required: true
+      working_dir:
+        description: The engine's working directory, made with O(install.owner) and O(install.group), mode 0750.
+        type: path
+      owner:
+        description: The user of O(install.working_dir).
+        type: str
+      group:
+        description: The group of O(install.working_dir).
+        type: str
+      env_file:
+        description:
+          - The unit's secrets file (root, 0600, its directory 0700). Written with O(install.env_text), or removed when
+            that is empty.
+        type: path
+      env_text:
+        description: The secrets file's text (C(NAME=value) lines). Never logged or returned.
+        type: str
+        default: ""
+      schedule_path:
+        description: SGLang's schedule file (root, 0644, its directory 0755); omit when the unit names none.
+        type: path
+      schedule_text:
+        description: The schedule file's text.
+        type: str
+        default: ""
+      restart:
+        description: Restart the unit when the unit file or the secrets changed (after the reload).
+        type: bool
+        default: false
+      enabled:
+        description: With a restart, enable (V(true)) or disable (V(false)) the unit at boot.
+        type: bool
+        default: true
 attributes:
   check_mode:
     support: full
-    details: The snapshot is not written; RV(snapshot) says whether it would change. A restore writes, removes and
-      restarts nothing; RV(restored) says what it would do.
+    details: The snapshot is not written; RV(snapshot) says whether it would change. A restore or an install writes,
+      removes and restarts nothing; RV(restored) and RV(installed) say what they would do.
   diff_mode:
-    support: none
+    support: partial
+    details: An install shows the unit file's and the schedule's changes (never the secrets').
   idempotent:
     support: full
 """
@@ -98,6 +146,20 @@ EXAMPLES = r"""
     snapshot: /var/lib/llmops-specdec/snapshot/vllm-server.service
     unfinished: /var/lib/llmops-specdec/guard/vllm-server.json
   register: unit
+
+- name: Install a unit and restart it when it changed
+  llmops.specdec.spec_unit:
+    name: vllm-server.service
+    path: /etc/systemd/system/vllm-server.service
+    install:
+      text: "{{ unit_text }}"
+      working_dir: /var/lib/vllm
+      owner: vllm
+      group: vllm
+      env_file: /etc/llmops-specdec/secrets/vllm-server.service.env
+      env_text: "{{ secrets }}"
+      restart: true
+  register: installed
 
 - name: Roll back to the snapshot and restart the service
   llmops.specdec.spec_unit:
@@ -149,17 +211,26 @@ snapshot:
   type: dict
 restored:
   description:
-    - What the restore did, C(file) (V(restored), V(unchanged), V(removed), V(absent)) and C(started) (the unit was
-      restarted).
+    - What the restore did, C(file) (V(restored), V(unchanged), V(removed), V(absent)), C(started) (the unit was
+      restarted) and C(n_restarts) (systemd's C(NRestarts) read after the restart; null without one).
   returned: when O(restore) is given
   type: dict
+installed:
+  description:
+    - What the install did. C(files) maps each file and directory it manages to whether it changed; C(unit_changed),
+      C(reloaded), C(restarted), C(enabled_changed) are booleans; C(n_restarts) is systemd's C(NRestarts) read after
+      the restart (null without one).
+  returned: when O(install) is given
+  type: dict
+  sample: {files: {/var/lib/vllm: false, /etc/systemd/system/vllm-server.service: true}, unit_changed: true,
+           reloaded: true, restarted: true, enabled_changed: false, n_restarts: 0}
 """
 
 import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _unitfile
+from ansible_collections.llmops.specdec.plugins.module_utils import _install, _unitfile
 
 
 def main():
@@ -173,8 +244,21 @@ def main():
             expect_archived=dict(type="dict", options=dict(path=dict(type="path", required=True),
                                                            dir=dict(type="path", required=True))),
             restore=dict(type="dict", options=dict(src=dict(type="path"), remove=dict(type="bool", default=False))),
+            install=dict(type="dict", options=dict(
+                text=dict(type="str", required=True),
+                working_dir=dict(type="path"),
+                owner=dict(type="str"),
+                group=dict(type="str"),
+                env_file=dict(type="path"),
+                env_text=dict(type="str", default="", no_log=True),
+                schedule_path=dict(type="path"),
+                schedule_text=dict(type="str", default=""),
+                restart=dict(type="bool", default=False),
+                enabled=dict(type="bool", default=True),
+            ), required_by={"working_dir": ["owner", "group"]}),
         ),
-        mutually_exclusive=[["restore", "snapshot"], ["restore", "expect_archived"]],
+        mutually_exclusive=[["restore", "snapshot"], ["restore", "expect_archived"], ["install", "restore"],
+                            ["install", "snapshot"], ["install", "expect_archived"]],
         supports_check_mode=True,
     )
     p = module.params
@@ -184,6 +268,8 @@ def main():
 
     if p["restore"]:
         restore(module, run, p)
+    if p["install"]:
+        install(module, run, p)
 
     try:
         info = _unitfile.inspect(run, p["name"], p["path"])
@@ -239,6 +325,30 @@ def restore(module, run, p):
     except (_unitfile.UnitFileError, OSError) as exc:
         module.fail_json(msg="restoring %s: %s" % (p["path"], exc))
     module.exit_json(changed=done.pop("changed"), restored=done)
+
+
+def install(module, run, p):
+    """The server role's install: no inspection first, the unit may not exist yet."""
+    want = p["install"]
+    try:
+        done = _install.install(
+            run, p["name"], p["path"], want["text"],
+            working_dir={"path": want["working_dir"], "owner": want["owner"], "group": want["group"]} if want["working_dir"] else None,
+            env_file=want["env_file"], env_text=want["env_text"],
+            schedule={"path": want["schedule_path"], "text": want["schedule_text"]} if want["schedule_path"] else None,
+            restart=want["restart"], enabled=want["enabled"], check_mode=module.check_mode)
+    except (_install.InstallError, _unitfile.UnitFileError, OSError) as exc:
+        module.fail_json(msg="installing %s: %s" % (p["path"], exc))
+    result = {"changed": done.pop("changed"), "installed": done}
+    unit_before, schedule_before = done.pop("unit_before"), done.pop("schedule_before")
+    done["unit_changed"] = done["files"][p["path"]]
+    if module._diff:
+        result["diff"] = [{"before_header": p["path"], "after_header": p["path"], "before": unit_before or "",
+                           "after": want["text"]}]
+        if want["schedule_path"]:
+            result["diff"].append({"before_header": want["schedule_path"], "after_header": want["schedule_path"],
+                                   "before": schedule_before or "", "after": want["schedule_text"]})
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

@@ -289,18 +289,14 @@ def test_deprecated_mtp_name_runs_as_mtp_and_is_reported(rendered):
     assert res["spec_warnings"] == res["warnings"]
 
 
-def test_install_writes_the_schedule_root_owned_before_the_unit():
+def test_install_hands_the_checked_schedule_and_secrets_to_the_one_install_call():
+    # What the call does with them (root-owned, modes, the order: the files the unit reads first) is
+    # tested on real files in tests/unit/plugins/module_utils/test__install.py.
     import yaml
     with open(os.path.join(REPO, "roles", "spec_server", "tasks", "install.yml")) as f:
         tasks = yaml.safe_load(f)
-    names = [t["name"] for t in tasks]
-    schedule = next(i for i, n in enumerate(names) if n.startswith("Write the schedule"))
-    unit = names.index("Install {{ spec_server_unit_path }}")
-    assert names.index("Create the directory of the schedules") < schedule < unit
-    copy = tasks[schedule]["ansible.builtin.copy"]
-    assert (copy["dest"], copy["content"]) == ("{{ spec_server_checked.schedule_path }}",
-                                               "{{ spec_server_checked.schedule_text }}")
-    assert (copy["owner"], copy["group"], copy["mode"]) == ("root", "root", "0644")
-    assert tasks[schedule]["when"] == "spec_server_checked.schedule_path | length > 0"
-    directory = tasks[names.index("Create the directory of the schedules")]["ansible.builtin.file"]
-    assert (directory["owner"], directory["mode"], directory["state"]) == ("root", "0755", "directory")
+    [install] = [t["llmops.specdec.spec_unit"]["install"] for t in tasks if "llmops.specdec.spec_unit" in t]
+    assert install["schedule_path"] == "{{ spec_server_checked.schedule_path | default(omit, true) }}"
+    assert install["schedule_text"] == "{{ spec_server_checked.schedule_text }}"
+    assert install["env_file"] == "{{ spec_server_env_file }}" and "server_secret_env" in install["env_text"]
+    assert install["text"] == "{{ spec_server_unit_text }}"

@@ -101,6 +101,8 @@ def systemctl_log():
 
     def run(argv):
         calls.append(argv)
+        if argv[1] == "show":  # NRestarts after the restart (a manual restart resets it)
+            return 0, "0\n", ""
         return (1 if argv[1] == "reset-failed" else 0), "", ""
     return run, calls
 
@@ -111,13 +113,14 @@ def test_restore_puts_the_checked_source_back_clears_the_failed_state_and_restar
     os.chmod(src, 0o600)
     run, calls = systemctl_log()
     done = _unitfile.restore(run, "vllm-server.service", str(unit), str(src))
-    assert done == {"file": "restored", "started": True, "changed": True}
+    assert done == {"file": "restored", "started": True, "changed": True, "n_restarts": 0}
     assert unit.read_text() == src.read_text() and (os.stat(unit).st_mode & 0o777) == 0o644
     assert calls == [["systemctl", "reset-failed", "vllm-server.service"], ["systemctl", "daemon-reload"],
-                     ["systemctl", "restart", "vllm-server.service"]]
+                     ["systemctl", "restart", "vllm-server.service"],
+                     ["systemctl", "show", "vllm-server.service", "--property=NRestarts", "--value"]]
     # The same file again is not rewritten, but the service is still restarted (the candidate ran in it).
     assert _unitfile.restore(run, "vllm-server.service", str(unit), str(src))["file"] == "unchanged"
-    assert calls[-1] == ["systemctl", "restart", "vllm-server.service"]
+    assert calls[-2] == ["systemctl", "restart", "vllm-server.service"]
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="chown needs root")
@@ -143,7 +146,7 @@ def test_restore_without_a_source_removes_the_candidate_and_reloads(tmp_path, un
     assert _unitfile.restore(run, "vllm-server.service", str(unit), None, check_mode=True)["file"] == "removed"
     assert unit.exists() and calls == []
     assert _unitfile.restore(run, "vllm-server.service", str(unit), None) == \
-        {"file": "removed", "started": False, "changed": True}
+        {"file": "removed", "started": False, "changed": True, "n_restarts": None}
     assert not unit.exists() and calls == [["systemctl", "daemon-reload"]]
     assert _unitfile.restore(run, "vllm-server.service", str(unit), None)["changed"] is False
 

@@ -27,8 +27,12 @@ def host(tmp_path, monkeypatch):
     props = {"LoadState": "loaded", "FragmentPath": str(unit), "DropInPaths": "", "ActiveState": "active"}
 
     def run_command(self, argv, **_kw):
+        if argv[:2] == ["systemctl", "show"] and "--value" in argv:  # NRestarts after a restart
+            return 0, "2\n", ""
         if argv[:2] == ["systemctl", "show"]:
-            return 0, "".join("%s=%s\n" % kv for kv in props.items()), ""
+            return 0, "".join("%s=%s\n" % kv for kv in props.items() if kv[0] != "calls"), ""
+        if argv[:2] == ["systemctl", "is-enabled"]:
+            return 0, "", ""
         if argv[0] == "systemctl":  # the restore's reset-failed, daemon-reload and restart
             props.setdefault("calls", []).append(argv[1])
             return 0, "", ""
@@ -96,7 +100,7 @@ def test_restore_in_one_call_and_its_refusals(host):
     assert check["changed"] and check["restored"]["file"] == "restored" and unit.read_text() == UNIT
     assert "calls" not in props
     done = run_module(spec_unit.main, args(tmp_path, unit, restore={"src": str(snap)}))
-    assert done["restored"] == {"file": "restored", "started": True} and unit.read_text() == snap.read_text()
+    assert done["restored"] == {"file": "restored", "started": True, "n_restarts": 2} and unit.read_text() == snap.read_text()
     assert props["calls"] == ["reset-failed", "daemon-reload", "restart"]
     assert "either src or remove=true" in run_module(spec_unit.main, args(tmp_path, unit, restore={}), FailJson)["msg"]
     both = run_module(spec_unit.main, args(tmp_path, unit, restore={"src": str(snap)}, snapshot=str(snap)), FailJson)
@@ -105,7 +109,7 @@ def test_restore_in_one_call_and_its_refusals(host):
     refused = run_module(spec_unit.main, args(tmp_path, unit, restore={"src": str(snap)}), FailJson)
     assert "writable by others than root" in refused["msg"] and "nothing was changed" in refused["msg"]
     removed = run_module(spec_unit.main, args(tmp_path, unit, restore={"remove": True}))
-    assert removed["restored"] == {"file": "removed", "started": False} and not unit.exists()
+    assert removed["restored"] == {"file": "removed", "started": False, "n_restarts": None} and not unit.exists()
 
 
 def test_the_stored_baseline_is_read_in_the_same_call(host):
@@ -117,3 +121,28 @@ def test_the_stored_baseline_is_read_in_the_same_call(host):
     big = tmp_path / "big.json"
     big.write_bytes(b"x" * (_unitfile.READ_LIMIT + 1))
     assert "larger than" in run_module(spec_unit.main, args(tmp_path, unit, read=[str(big)]), FailJson)["msg"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the install sets owners")
+def test_install_in_one_call_with_its_diff_and_never_the_secrets(host):
+    tmp_path, unit, props = host
+    new = UNIT.replace("true", "false")
+    want = {"text": new, "working_dir": str(tmp_path / "work"), "owner": "root", "group": "root",
+            "env_file": str(tmp_path / "secrets" / "vllm-server.service.env"), "env_text": "HF_TOKEN=hf_secret\n",
+            "restart": True}
+    check = run_module(spec_unit.main, args(tmp_path, unit, install=want, _ansible_check_mode=True, _ansible_diff=True))
+    assert check["changed"] and unit.read_text() == UNIT and "calls" not in props
+    assert check["diff"] == [{"before_header": str(unit), "after_header": str(unit), "before": UNIT, "after": new}]
+    done = run_module(spec_unit.main, args(tmp_path, unit, install=want))
+    assert done["changed"] and unit.read_text() == new and done["installed"]["unit_changed"]
+    assert done["installed"]["restarted"] and done["installed"]["n_restarts"] == 2 and "diff" not in done
+    assert props["calls"] == ["daemon-reload", "restart"]  # enabled already (is-enabled answers 0)
+    # Ansible masks a no_log option's value wherever it would appear in the output.
+    assert done.pop("_no_log_values") == {want["env_text"]} and check.pop("_no_log_values") == {want["env_text"]}
+    assert "hf_secret" not in repr(check) + repr(done)
+    again = run_module(spec_unit.main, args(tmp_path, unit, install=want))
+    assert again["changed"] is False and again["installed"]["restarted"] is False and props["calls"] == ["daemon-reload", "restart"]
+    both = run_module(spec_unit.main, args(tmp_path, unit, install=want, restore={"remove": True}), FailJson)
+    assert "mutually exclusive" in both["msg"]
+    no_owner = run_module(spec_unit.main, args(tmp_path, unit, install={"text": new, "working_dir": "/x"}), FailJson)
+    assert "working_dir" in no_owner["msg"]
