@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _fleet
+from ansible_collections.llmops.specdec.plugins.module_utils._lazy import module_util
+
+# Imported when a filter of this file runs, not when Ansible loads the file to look for one (_lazy.py).
+_fleet = module_util("_fleet")
 
 
 def _wrap(func):

@@ -11,7 +11,14 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _gate, _server, _spec, _switch, _unit
+from ansible_collections.llmops.specdec.plugins.module_utils._lazy import module_util
+
+# Imported when a filter of this file runs, not when Ansible loads the file to look for one (_lazy.py).
+_gate = module_util("_gate")
+_server = module_util("_server")
+_spec = module_util("_spec")
+_switch = module_util("_switch")
+_unit = module_util("_unit")
 
 
 def _wrap(name, func):
@@ -28,8 +35,8 @@ def spec_normalize(spec, engine, tp=1):
     return _spec.normalize(spec, engine, tp)
 
 
-def spec_args(spec, engine, tp=1, schedule_dir=_spec.SCHEDULE_DIR):
-    return _spec.engine_args(spec, engine, tp, schedule_dir)
+def spec_args(spec, engine, tp=1, schedule_dir=None):
+    return _spec.engine_args(spec, engine, tp, _spec.SCHEDULE_DIR if schedule_dir is None else schedule_dir)
 
 
 def spec_warnings(spec, engine, tp=1):

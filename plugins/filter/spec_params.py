@@ -6,7 +6,12 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _request, _spec, _verdict
+from ansible_collections.llmops.specdec.plugins.module_utils._lazy import module_util
+
+# Imported when a filter of this file runs, not when Ansible loads the file to look for one (_lazy.py).
+_request = module_util("_request")
+_spec = module_util("_spec")
+_verdict = module_util("_verdict")
 
 
 def spec_param_names(_ignored=None):

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _verdict
+from ansible_collections.llmops.specdec.plugins.module_utils._lazy import module_util
+
+# Imported when a filter of this file runs, not when Ansible loads the file to look for one (_lazy.py).
+_verdict = module_util("_verdict")
 
 
 def _wrap(func):
