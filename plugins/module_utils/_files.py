@@ -6,8 +6,11 @@
 - ``write_atomic(path, data, mode=0o644)``: a reader sees the old file or the new one, never half of one:
   a temporary file in the same directory, created with ``mode``, written and flushed to disk, renamed
   over the path, then the directory flushed too (the rename survives a crash).
-- ``write_if_changed(path, data, mode=0o644) -> bool``: the same, but an identical file is left alone
-  (not even its mtime moves; only its mode is set when that differs). Returns whether the file changed.
+- ``write_if_changed(path, data, mode=0o644, root=False, check_mode=False) -> bool``: the same, but an
+  identical file is left alone (not even its mtime moves; only its mode is set when that differs). With
+  ``root``, a file that is not root's is written anew (root's, as the module runs). Returns whether the
+  file changed, or in ``check_mode`` whether it would (nothing is written).
+- ``read_text(path) -> str | None``: the text of the regular file at path (for a diff's "before").
 - ``copy_if_changed(src, dest, mode=0o600) -> bool``: ``write_if_changed`` with the bytes of ``src``.
 - ``append_lines(path, lines, mode=0o644) -> bool``: adds lines to a log such as ``history.jsonl``.
 - ``sha256_file(path) -> str``: the hex SHA-256 of a file, read in blocks.
@@ -23,7 +26,7 @@ import os
 import stat
 import tempfile
 
-__all__ = ["write_atomic", "write_if_changed", "copy_if_changed", "append_lines", "sha256_file"]
+__all__ = ["write_atomic", "write_if_changed", "read_text", "copy_if_changed", "append_lines", "sha256_file"]
 
 
 def _as_bytes(data):
@@ -31,15 +34,21 @@ def _as_bytes(data):
 
 
 def _current(path):
-    """(content, mode) of the regular file at path, or (None, None) when there is none."""
+    """(content, stat) of the regular file at path, or (None, None) when there is none."""
     try:
         with open(path, "rb") as f:
             st = os.fstat(f.fileno())
             if not stat.S_ISREG(st.st_mode):
                 return None, None
-            return f.read(), stat.S_IMODE(st.st_mode)
-    except FileNotFoundError:
+            return f.read(), st
+    except (FileNotFoundError, IsADirectoryError):
         return None, None
+
+
+def read_text(path):
+    """The text of the regular file at ``path`` (undecodable bytes replaced), or None when there is none."""
+    content = _current(path)[0]
+    return None if content is None else content.decode("utf-8", errors="replace")
 
 
 def _fsync_dir(directory):
@@ -77,19 +86,24 @@ def write_atomic(path, data, mode=0o644):
     _fsync_dir(directory)
 
 
-def write_if_changed(path, data, mode=0o644):
+def write_if_changed(path, data, mode=0o644, root=False, check_mode=False):
     """Write ``data`` to ``path`` atomically unless the file already holds it; return whether the file changed.
 
-    Only the mode is set when the content is the same but the mode is not. Raises OSError.
+    Only the mode is set when the content is the same but the mode is not. With ``root``, a file that
+    does not belong to root:root is replaced by a new one (the writer's: root, as modules run). In
+    ``check_mode`` nothing is written and the answer is whether it would change. Raises OSError.
     """
     data = _as_bytes(data)
-    content, current_mode = _current(path)
-    if content == data:
-        if current_mode == mode:
-            return False
-        os.chmod(path, mode)
+    content, st = _current(path)
+    same = content == data and not (root and (st.st_uid, st.st_gid) != (0, 0))
+    if same and stat.S_IMODE(st.st_mode) == mode:
+        return False
+    if check_mode:
         return True
-    write_atomic(path, data, mode)
+    if same:
+        os.chmod(path, mode)
+    else:
+        write_atomic(path, data, mode)
     return True
 
 

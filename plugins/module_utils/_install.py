@@ -61,18 +61,9 @@ def _directory(path, uid, gid, mode, check_mode):
 
 
 def _file(path, data, mode, check_mode):
-    """Write ``data`` to ``path`` (root-owned, ``mode``) when it differs; return (changed, old text or None)."""
-    data = data.encode("utf-8")
-    try:
-        with open(path, "rb") as f:
-            st = os.fstat(f.fileno())
-            old = f.read() if stat.S_ISREG(st.st_mode) else None
-    except FileNotFoundError:
-        st, old = None, None
-    same = old == data and stat.S_IMODE(st.st_mode) == mode and (st.st_uid, st.st_gid) == (0, 0)
-    if not same and not check_mode:
-        _files.write_atomic(path, data, mode)  # a new file of root, replacing one of any owner
-    return not same, None if old is None else old.decode("utf-8", errors="replace")
+    """Write ``data`` to ``path`` (root's, ``mode``) when it differs; return (changed, the old text or None)."""
+    before = _files.read_text(path)
+    return _files.write_if_changed(path, data, mode, root=True, check_mode=check_mode), before
 
 
 def _remove(path, check_mode):
@@ -112,7 +103,8 @@ def install(run_command, unit, path, text, working_dir=None, env_file=None, env_
     secrets_changed = False
     if env_file and env_text:
         files[os.path.dirname(env_file)] = _directory(os.path.dirname(env_file), 0, 0, 0o700, check_mode)
-        secrets_changed = _file(env_file, env_text, 0o600, check_mode)[0]
+        # The secrets' old text is never read: it has no place in a diff.
+        secrets_changed = _files.write_if_changed(env_file, env_text, 0o600, root=True, check_mode=check_mode)
         files[env_file] = secrets_changed
     elif env_file:
         # A stale file alone restarts nothing: a unit that read it changes too (its EnvironmentFile= goes).

@@ -36,6 +36,43 @@ def test_write_if_changed_sets_the_mode_of_an_identical_file(tmp_path):
     assert _files.write_if_changed(str(p), "x", mode=0o640) is False
 
 
+def test_write_if_changed_in_check_mode_writes_nothing_and_says_what_would_change(tmp_path):
+    p = tmp_path / "u.service"
+    assert _files.write_if_changed(str(p), "x", check_mode=True) is True
+    assert not p.exists()
+    p.write_text("x")
+    p.chmod(0o600)
+    assert _files.write_if_changed(str(p), "x", check_mode=True) is True  # the mode would change
+    assert oct(p.stat().st_mode & 0o777) == "0o600"
+    assert _files.write_if_changed(str(p), "y", mode=0o600, check_mode=True) is True
+    assert _files.write_if_changed(str(p), "x", mode=0o600, check_mode=True) is False
+    assert p.read_text() == "x"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chown needs root")
+def test_write_if_changed_with_root_replaces_a_file_of_another_owner(tmp_path):
+    p = tmp_path / "u.service"
+    p.write_text("x")
+    p.chmod(0o644)
+    os.chown(str(p), 65534, 65534)
+    assert _files.write_if_changed(str(p), "x") is False  # the owner is not asked about
+    assert _files.write_if_changed(str(p), "x", root=True, check_mode=True) is True
+    assert p.stat().st_uid == 65534
+    inode = p.stat().st_ino
+    assert _files.write_if_changed(str(p), "x", root=True) is True
+    st = p.stat()
+    # A new file of root's, not the old one chowned: a holder of the old inode cannot write the unit.
+    assert (st.st_uid, st.st_gid) == (0, 0) and st.st_ino != inode and p.read_text() == "x"
+    assert _files.write_if_changed(str(p), "x", root=True) is False
+
+
+def test_read_text_of_a_file_a_missing_one_and_a_directory(tmp_path):
+    (tmp_path / "a").write_bytes(b"caf\xc3\xa9 \xff")
+    assert _files.read_text(str(tmp_path / "a")) == "caf\u00e9 \ufffd"
+    assert _files.read_text(str(tmp_path / "missing")) is None
+    assert _files.read_text(str(tmp_path)) is None
+
+
 def test_write_if_changed_keeps_the_old_file_and_no_temporary_when_writing_fails(tmp_path, monkeypatch):
     p = tmp_path / "bench.json"
     p.write_text("old")

@@ -30,9 +30,11 @@ def host(tmp_path, monkeypatch):
         if argv[:2] == ["systemctl", "show"] and "--value" in argv:  # NRestarts after a restart
             return 0, "2\n", ""
         if argv[:2] == ["systemctl", "show"]:
-            return 0, "".join("%s=%s\n" % kv for kv in props.items() if kv[0] != "calls"), ""
+            return 0, "".join("%s=%s\n" % kv for kv in props.items() if kv[0] not in ("calls", "enabled")), ""
         if argv[:2] == ["systemctl", "is-enabled"]:
-            return 0, "", ""
+            return (0 if props.get("enabled", True) else 1), "", ""
+        if argv[:2] in (["systemctl", "enable"], ["systemctl", "disable"]):
+            props["enabled"] = argv[1] == "enable"
         if argv[0] == "systemctl":  # the restore's reset-failed, daemon-reload and restart
             props.setdefault("calls", []).append(argv[1])
             return 0, "", ""
@@ -146,3 +148,26 @@ def test_install_in_one_call_with_its_diff_and_never_the_secrets(host):
     assert "mutually exclusive" in both["msg"]
     no_owner = run_module(spec_unit.main, args(tmp_path, unit, install={"text": new, "working_dir": "/x"}), FailJson)
     assert "working_dir" in no_owner["msg"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the install sets owners")
+def test_install_a_schedule_and_the_enabled_state_through_the_module(host):
+    tmp_path, unit, props = host
+    new = UNIT.replace("true", "false")
+    schedule = tmp_path / "schedules" / "k.json"
+    want = {"text": new, "schedule_path": str(schedule), "schedule_text": '{"1": 5}\n', "enabled": False, "restart": True}
+    check = run_module(spec_unit.main, args(tmp_path, unit, install=want, _ansible_check_mode=True, _ansible_diff=True))
+    assert check["changed"] and not schedule.parent.exists() and unit.read_text() == UNIT and "calls" not in props
+    assert check["diff"][1] == {"before_header": str(schedule), "after_header": str(schedule), "before": "", "after": '{"1": 5}\n'}
+    done = run_module(spec_unit.main, args(tmp_path, unit, install=want))
+    assert schedule.read_text() == '{"1": 5}\n' and oct(schedule.stat().st_mode & 0o777) == "0o644"
+    assert oct(schedule.parent.stat().st_mode & 0o777) == "0o755"
+    # Restarted as asked, then disabled: is-enabled said it was enabled.
+    assert props["calls"] == ["daemon-reload", "restart", "disable"] and props["enabled"] is False
+    assert done["installed"]["enabled_changed"] and done["installed"]["files"][str(schedule)]
+    # A new schedule alone restarts nothing (a new schedule comes with a new unit text, which names it).
+    other = dict(want, schedule_text='{"1": 3}\n')
+    again = run_module(spec_unit.main, args(tmp_path, unit, install=other, _ansible_diff=True))
+    assert again["changed"] and not again["installed"]["unit_changed"] and not again["installed"]["reloaded"]
+    assert again["diff"][1]["before"] == '{"1": 5}\n' and again["diff"][1]["after"] == '{"1": 3}\n'
+    assert props["calls"] == ["daemon-reload", "restart", "disable"] and schedule.read_text() == '{"1": 3}\n'
