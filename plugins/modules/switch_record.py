@@ -18,6 +18,9 @@ description:
     (the newest O(kept.archive_keep) stay). The acceptance measured now goes to C(acceptance/KEY.json), and
     the candidate's figures are stored last as C(baselines/KEY.json), so a failure part-way leaves the old
     baseline in place. The SHA-256 of O(kept.unit_path) joins the baseline's settings.
+  - With O(release_lock), then releases the switch lock this run holds, as M(llmops.specdec.switch_lock) with
+    O(llmops.specdec.switch_lock#module:state=unlocked) does; the record is the run's last step on the host.
+    When writing the record fails, the lock is left to the caller's own release.
 author:
   - llmops.specdec developers (@llmops)
 extends_documentation_fragment:
@@ -71,6 +74,18 @@ options:
         description: How many replaced configurations stay in C(kept/).
         type: int
         default: 5
+  release_lock:
+    description: The switch lock to release once the record is written; omit while the host's guard owns the lock.
+    type: dict
+    suboptions:
+      path:
+        description: The lock (C(spec_switch_lock_path)).
+        type: path
+        required: true
+      run_id:
+        description: This run's id; a lock another run holds is left alone.
+        type: str
+        required: true
 attributes:
   check_mode:
     support: full
@@ -88,6 +103,9 @@ EXAMPLES = r"""
     state_dir: /var/lib/llmops-specdec
     record: "{{ spec_switch_record }}"
     textfile_dir: /var/lib/node_exporter/textfile_collector
+    release_lock:
+      path: /run/llmops-specdec.lock
+      run_id: 20261202T101500Z-k3j9x2a1
 """
 
 RETURN = r"""
@@ -100,6 +118,12 @@ textfile:
   description: The C(.prom) file, or null when O(textfile_dir) is not a directory.
   returned: always
   type: str
+lock:
+  description:
+    - For O(release_lock), what the release did (C(changed), C(owner), C(msg), and C(foreign) for a lock another run
+      holds); null otherwise.
+  returned: always
+  type: dict
 kept:
   description:
     - For O(kept), C(unit_sha256) (of O(kept.unit_path)) and C(archived) (C(path), C(sha256), C(pruned), C(changed), or
@@ -112,7 +136,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _record
+from ansible_collections.llmops.specdec.plugins.module_utils import _lock, _record
 
 
 def main():
@@ -131,6 +155,10 @@ def main():
                 acceptance=dict(type="dict", default={}),
                 archive_keep=dict(type="int", default=5),
             )),
+            release_lock=dict(type="dict", options=dict(
+                path=dict(type="path", required=True),
+                run_id=dict(type="str", required=True),
+            )),
         ),
         supports_check_mode=True,
     )
@@ -140,11 +168,17 @@ def main():
     if not os.path.isdir(p["state_dir"]):
         module.fail_json(msg="the state directory %s does not exist; nothing was written" % p["state_dir"])
     if module.check_mode:
-        module.exit_json(changed=True, written=[], textfile=None, kept=None)
+        module.exit_json(changed=True, written=[], textfile=None, kept=None, lock=None)
     try:
         out = _record.write(p["state_dir"], p["record"], p["textfile_dir"], p["kept"])
     except _record.RecordError as exc:
-        module.fail_json(msg=str(exc))
+        module.fail_json(msg=str(exc), lock=None)
+    out["lock"] = None
+    if p["release_lock"]:
+        try:
+            out["lock"] = _lock.release(p["release_lock"]["path"], p["release_lock"]["run_id"])
+        except (OSError, _lock.LockError) as exc:
+            module.fail_json(msg="the record was written, but releasing %s failed: %s" % (p["release_lock"]["path"], exc), **out)
     module.exit_json(**out)
 
 

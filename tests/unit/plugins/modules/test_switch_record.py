@@ -8,6 +8,7 @@ import json
 
 import yaml
 
+from ansible_collections.llmops.specdec.plugins.module_utils import _lock
 from ansible_collections.llmops.specdec.plugins.modules import switch_record
 from ansible_collections.llmops.specdec.tests.unit.plugins.modules.module_harness import FailJson, run_module
 
@@ -35,6 +36,28 @@ def test_refusals_before_anything_is_written(tmp_path):
 
 def test_documentation_parses_and_names_every_option():
     doc = yaml.safe_load(switch_record.DOCUMENTATION)
-    assert set(doc["options"]) == {"state_dir", "record", "textfile_dir", "kept"}
+    assert set(doc["options"]) == {"state_dir", "record", "textfile_dir", "kept", "release_lock"}
     yaml.safe_load(switch_record.EXAMPLES)
-    assert {"written", "textfile", "kept"} <= set(yaml.safe_load(switch_record.RETURN))
+    assert {"written", "textfile", "kept", "lock"} <= set(yaml.safe_load(switch_record.RETURN))
+
+
+def test_the_lock_is_released_after_the_record_and_only_this_runs(tmp_path):
+    lock = str(tmp_path / "switch.lock")
+    _lock.acquire(lock, "run-a", {"user": "ops"})
+    args = {"state_dir": str(tmp_path), "record": RECORD, "release_lock": {"path": lock, "run_id": "run-b"}}
+    other = run_module(switch_record.main, args)
+    # Another run's lock is left alone, and the record is written all the same.
+    assert other["lock"]["foreign"] and _lock.read_owner(lock)["run_id"] == "run-a"
+    assert len((tmp_path / "history.jsonl").read_text().splitlines()) == 1
+    done = run_module(switch_record.main, dict(args, release_lock={"path": lock, "run_id": "run-a"}))
+    assert done["lock"]["changed"] and _lock.read_owner(lock) is None
+    assert run_module(switch_record.main, {"state_dir": str(tmp_path), "record": RECORD})["lock"] is None
+
+
+def test_a_record_that_cannot_be_written_leaves_the_lock_held(tmp_path):
+    lock = str(tmp_path / "switch.lock")
+    _lock.acquire(lock, "run-a", {"user": "ops"})
+    (tmp_path / "history.jsonl").mkdir()  # appending to it fails
+    args = {"state_dir": str(tmp_path), "record": RECORD, "release_lock": {"path": lock, "run_id": "run-a"}}
+    failed = run_module(switch_record.main, args, FailJson)
+    assert failed["lock"] is None and _lock.read_owner(lock)["run_id"] == "run-a"
