@@ -39,6 +39,7 @@ LOCAL = {
     "validate_argument_spec",
     "set_stats",
     "include_vars",
+    "spec_report",  # an action plugin: it writes the report in the controller's worker
 }
 # Steps whose time is the engine's or the benchmark's, not orchestration.
 BUCKETS = {"spec_bench": "benchmark", "engine_ready": "load_ready_wait", "gpu_reclaim": "reclaim_stop"}

@@ -15,7 +15,8 @@ description:
     output tok/s and TPOT per host and prompt suite).
   - A record of a tuning run (C(playbooks/tune.yml)) adds its K grid to C(report.md) and a heat map
     C(tune-HOST.png) (K by concurrency, speed-up against the baseline, the chosen K marked).
-  - Meant to run on the controller, in a play on C(localhost).
+  - Runs on the controller, in the task's worker, as an action plugin. The report is the controller's, whatever
+    host the task is for, and no module process is started for it.
   - Every file is written atomically (a reader never sees half of one), with mode C(0644).
 options:
   records:
@@ -34,6 +35,10 @@ options:
 extends_documentation_fragment:
   - llmops.specdec._attributes
 attributes:
+  action:
+    description: Indicates this has a corresponding action plugin, so some parts of the work run on the controller.
+    support: full
+    details: The whole report is written by the action plugin, on the controller.
   check_mode:
     support: full
     details: In check mode nothing is written; the verdict lines are still returned.
@@ -85,76 +90,18 @@ tune_png:
   sample: ["/srv/specdec-report/tune-gpu1.png"]
 """
 
-import datetime
-import json
-import os
-
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
-from ansible.module_utils.common.text.converters import to_native
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _files, _report, _tune
-
-
-def _heatmaps(records, dest):
-    """(changed, paths) of the tuning heat maps; a host name is made safe for a file name."""
-    changed, paths = False, []
-    for rec in records:
-        if not rec.get("tune"):
-            continue
-        data = _tune.heatmap_png(rec)
-        if data is None:
-            continue
-        name = "".join(c if c.isalnum() or c in "-_." else "_" for c in str(rec.get("host", "host"))).lstrip(".")
-        path = os.path.join(dest, "tune-%s.png" % (name or "host"))
-        changed |= _files.write_if_changed(path, data)
-        paths.append(path)
-    return changed, paths
-
-
-def _write(module, records, markdown, dest, paths):
-    """Write every file of the report; return (changed, png path or None, tuning heat map paths)."""
-    os.makedirs(dest, exist_ok=True)
-    changed = _files.write_if_changed(paths["json"], json.dumps(records, indent=2, sort_keys=True) + "\n")
-    changed |= _files.write_if_changed(paths["markdown"], markdown)
-    changed |= _files.append_lines(paths["history"], [json.dumps(rec, sort_keys=True) for rec in records])
-    png = None
-    if module.params["chart"]:
-        if _report.FIGURE.get() is None:
-            module.warn(missing_required_lib("matplotlib") + " The chart was skipped.")
-        else:
-            data = _report.chart_png(records)
-            if data is not None:
-                changed |= _files.write_if_changed(paths["png"], data)
-                png = paths["png"]
-    tune_changed, tune_png = _heatmaps(records, dest) if module.params["chart"] and _report.FIGURE.get() is not None else (False, [])
-    return changed | tune_changed, png, tune_png
+from ansible_collections.llmops.specdec.plugins.module_utils import _report_files
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec={
-            "records": {"type": "list", "elements": "dict", "required": True},
-            "dest": {"type": "path", "required": True},
-            "chart": {"type": "bool", "default": True},
-        },
-        supports_check_mode=True,
-    )
-    records, dest = module.params["records"], module.params["dest"]
-    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    module = AnsibleModule(argument_spec=_report_files.ARGUMENT_SPEC, supports_check_mode=True)
     try:
-        lines = [_report.verdict_line(r) for r in records]
-        markdown = _report.markdown(records, now) + _tune.markdown(records)
-    except KeyError as exc:
-        module.fail_json(msg="record without %s; pass spec_switch_record of each host" % exc)
-    paths = {k: os.path.join(dest, f) for k, f in (("markdown", "report.md"), ("json", "results.json"), ("png", "chart.png"), ("history", "history.jsonl"))}
-    result = {"changed": False, "lines": lines, "markdown": paths["markdown"], "json": paths["json"], "png": None,
-              "tune_png": []}
-    if module.check_mode:
-        module.exit_json(**result)
-    try:
-        result["changed"], result["png"], result["tune_png"] = _write(module, records, markdown, dest, paths)
-    except OSError as exc:
-        module.fail_json(msg="cannot write the report into %s: %s" % (dest, to_native(exc)), **result)
+        result = _report_files.write(module.params, module.check_mode,
+                                     lambda lib: module.warn(missing_required_lib(lib) + " The chart was skipped."))
+    except _report_files.ReportError as exc:
+        module.fail_json(msg=exc.msg, **exc.result)
     module.exit_json(**result)
 
 
