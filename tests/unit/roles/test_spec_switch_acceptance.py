@@ -70,6 +70,8 @@ def build(tmp_path):
     common = {"ansible_connection": "local", "__spec_switch_baseline_key": "vllm__m__reasoning", "spec_switch_label": "eagle3 k=2",
               "__spec_switch_spec": {"method": "eagle3", "num_speculative_tokens": 2}, "spec_switch_suite": "reasoning",
               "spec_server_unit": "vllm-server.service"}
+    # The tasks run outside their role: its vars (vars/main.yml, the lock's predicate) come in as host vars.
+    common.update(yaml.safe_load(open(os.path.join(REPO, "roles", "spec_switch", "vars", "main.yml"), encoding="utf-8")))
     for host, values in hostvars.items():
         values.update(common, spec_switch_state_dir=str(tmp_path / host / "state"), spec_switch_textfile_dir=str(tmp_path / host / "prom"),
                       __spec_switch_baseline_settings={"host": host, "unit_sha256": UNIT},
