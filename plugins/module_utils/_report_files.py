@@ -68,7 +68,7 @@ def _write(records, markdown, dest, paths, chart, missing):
     return changed | tune_changed, png, tune_png
 
 
-def write(params, check_mode, missing, now=None):
+def write(params, check_mode, missing):
     """Write the report of ``params`` (ARGUMENT_SPEC, validated); return the result the task returns.
 
     ``missing(library)`` is told of a library the chart needs and cannot import (the chart is then
@@ -76,7 +76,7 @@ def write(params, check_mode, missing, now=None):
     ``check_mode``; the verdict lines come back all the same. Raises ReportError.
     """
     records, dest = params["records"], params["dest"]
-    now = now or datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     try:
         lines = [_report.verdict_line(r) for r in records]
         markdown = _report.markdown(records, now) + _tune.markdown(records)
