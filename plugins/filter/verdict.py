@@ -59,8 +59,9 @@ def verdict_drift(after, before, plan=None):
     return _verdict.drift(before, after, plan)
 
 
-def verdict_baseline(stored, settings, max_age=None, thresholds=None, min_requests=None, now=None):
-    return _verdict.baseline_check(stored, settings, max_age, now, thresholds, min_requests)
+def verdict_baseline(stored, settings, max_age=None, thresholds=None, min_requests=None, now=None, missing=None,
+                     key=None, state_dir=None, host=None):
+    return _verdict.baseline_check(stored, settings, max_age, now, thresholds, min_requests, missing, key, state_dir, host)
 
 
 def verdict_line(record):

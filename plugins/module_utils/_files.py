@@ -10,6 +10,8 @@
   identical file is left alone (not even its mtime moves; only its mode is set when that differs). With
   ``root``, a file that is not root's is written anew (root's, as the module runs). Returns whether the
   file changed, or in ``check_mode`` whether it would (nothing is written).
+- ``update(path, data, mode=0o644, root=False, check_mode=False) -> (bool, str | None)``: ``write_if_changed``
+  that also returns the text the file held (as ``read_text`` gives it), from the one read that compared it.
 - ``read_text(path) -> str | None``: the text of the regular file at path (for a diff's "before").
 - ``copy_if_changed(src, dest, mode=0o600) -> bool``: ``write_if_changed`` with the bytes of ``src``.
 - ``append_lines(path, lines, mode=0o644) -> bool``: adds lines to a log such as ``history.jsonl``.
@@ -26,7 +28,7 @@ import os
 import stat
 import tempfile
 
-__all__ = ["write_atomic", "write_if_changed", "read_text", "copy_if_changed", "append_lines", "sha256_file"]
+__all__ = ["write_atomic", "write_if_changed", "update", "read_text", "copy_if_changed", "append_lines", "sha256_file"]
 
 
 def _as_bytes(data):
@@ -45,10 +47,13 @@ def _current(path):
         return None, None
 
 
+def _text(content):
+    return None if content is None else content.decode("utf-8", errors="replace")
+
+
 def read_text(path):
     """The text of the regular file at ``path`` (undecodable bytes replaced), or None when there is none."""
-    content = _current(path)[0]
-    return None if content is None else content.decode("utf-8", errors="replace")
+    return _text(_current(path)[0])
 
 
 def _fsync_dir(directory):
@@ -86,6 +91,22 @@ def write_atomic(path, data, mode=0o644):
     _fsync_dir(directory)
 
 
+def _write_if_changed(path, data, mode, root, check_mode):
+    """(whether the file changed, the bytes it held or None), from one read of ``path``."""
+    data = _as_bytes(data)
+    content, st = _current(path)
+    same = content == data and not (root and (st.st_uid, st.st_gid) != (0, 0))
+    if same and stat.S_IMODE(st.st_mode) == mode:
+        return False, content
+    if check_mode:
+        return True, content
+    if same:
+        os.chmod(path, mode)
+    else:
+        write_atomic(path, data, mode)
+    return True, content
+
+
 def write_if_changed(path, data, mode=0o644, root=False, check_mode=False):
     """Write ``data`` to ``path`` atomically unless the file already holds it; return whether the file changed.
 
@@ -93,18 +114,16 @@ def write_if_changed(path, data, mode=0o644, root=False, check_mode=False):
     does not belong to root:root is replaced by a new one (the writer's: root, as modules run). In
     ``check_mode`` nothing is written and the answer is whether it would change. Raises OSError.
     """
-    data = _as_bytes(data)
-    content, st = _current(path)
-    same = content == data and not (root and (st.st_uid, st.st_gid) != (0, 0))
-    if same and stat.S_IMODE(st.st_mode) == mode:
-        return False
-    if check_mode:
-        return True
-    if same:
-        os.chmod(path, mode)
-    else:
-        write_atomic(path, data, mode)
-    return True
+    return _write_if_changed(path, data, mode, root, check_mode)[0]
+
+
+def update(path, data, mode=0o644, root=False, check_mode=False):
+    """:func:`write_if_changed` that also returns the text the file held: ``(changed, before)``.
+
+    ``before`` is :func:`read_text`'s, taken from the read that compared it: a diff costs no second read.
+    """
+    changed, content = _write_if_changed(path, data, mode, root, check_mode)
+    return changed, _text(content)
 
 
 def copy_if_changed(src, dest, mode=0o600):

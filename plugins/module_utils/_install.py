@@ -62,8 +62,7 @@ def _directory(path, uid, gid, mode, check_mode):
 
 def _file(path, data, mode, check_mode):
     """Write ``data`` to ``path`` (root's, ``mode``) when it differs; return (changed, the old text or None)."""
-    before = _files.read_text(path)
-    return _files.write_if_changed(path, data, mode, root=True, check_mode=check_mode), before
+    return _files.update(path, data, mode, root=True, check_mode=check_mode)
 
 
 def _remove(path, check_mode):

@@ -875,20 +875,52 @@ def _hours(seconds):
     return "%.1f h" % (seconds / 3600.0) if seconds >= 360 else "%d s" % round(seconds)
 
 
-def baseline_check(stored, settings, max_age=None, now=None, overrides=None, min_requests=None):
+# What a switch does when the stored baseline cannot stand (spec_switch_missing_baseline).
+MISSING_BASELINE = ("measure", "fail")
+
+
+def baseline_check(stored, settings, max_age=None, now=None, overrides=None, min_requests=None, missing=None,
+                   key=None, state_dir=None, host=None):
     """May a stored baseline stand for the running configuration, instead of measuring it now?
 
-    ``stored``: the baseline file's content (``measured_epoch``, ``settings``, ``summary``); ``settings``:
-    what this run would measure with (:data:`BASELINE_SETTINGS`); ``max_age``: seconds (None: any age,
-    for the nightly comparison); ``min_requests``: requests per level the plan measures a baseline with.
-    Usable only when every setting is equal, it is at most ``max_age`` old, every level has samples and
-    at least ``min_requests`` requests, and :func:`problems` finds nothing.
-    Returns ``{"usable": bool, "age_s": float or None, "why": str}``.
+    ``stored``: the baseline file's content (``measured_epoch``, ``settings``, ``summary``), None when
+    there is no file; ``settings``: what this run would measure with (:data:`BASELINE_SETTINGS`);
+    ``max_age``: seconds (None: any age, for the nightly comparison); ``min_requests``: requests per
+    level the plan measures a baseline with. Usable only when every setting is equal, it is at most
+    ``max_age`` old, every level has samples and at least ``min_requests`` requests, and :func:`problems`
+    finds nothing. Returns ``{"usable": bool, "age_s": float or None, "why": str}``.
+
+    ``missing`` (one of :data:`MISSING_BASELINE`) adds what a switch does: ``action`` ``use``, ``measure``
+    or ``fail``, and ``msg``, the refusal when it fails (else None), naming the baseline ``key``, the
+    ``state_dir`` it is kept under and the ``host`` (default: the settings' host). ``fail`` means "use
+    what is stored": ``max_age`` is not applied, a stored baseline that cannot be judged is not used.
     """
     if not isinstance(settings, dict):
         raise VerdictError("baseline settings must be a mapping, got %r" % (settings,))
     if max_age is not None:
         max_age = _number("baseline", "max_age", max_age)
+    if missing is not None and missing not in MISSING_BASELINE:
+        raise VerdictError("missing_baseline must be one of %s, got %r" % (", ".join(MISSING_BASELINE), missing))
+    if missing == "fail":
+        host = settings.get("host") if host is None else host
+        unnamed = [name for name, value in (("key", key), ("state_dir", state_dir), ("host", host)) if value in (None, "")]
+        if unnamed:
+            raise VerdictError("missing_baseline=fail needs %s for its message" % " and ".join(unnamed))
+        max_age = None
+    out = _stored_check(stored, settings, max_age, now, overrides, min_requests)
+    if missing is None:
+        return out
+    if out["usable"] or missing == "measure":
+        return dict(out, action="use" if out["usable"] else "measure", msg=None)
+    if stored is None:
+        refusal = "no baseline for %s in %s/baselines on %s; run playbooks/baseline.yml first" % (key, state_dir, host)
+    else:
+        refusal = "%s on %s: %s; run playbooks/baseline.yml" % (key, host, out["why"])
+    return dict(out, action="fail", msg=refusal + ", or set spec_switch_missing_baseline=measure. Nothing was changed.")
+
+
+def _stored_check(stored, settings, max_age, now, overrides, min_requests):
+    """baseline_check's usable, age_s and why (arguments checked)."""
     out = {"usable": False, "age_s": None}
     if not isinstance(stored, dict) or not _is_summary(stored.get("summary")) or not stored["summary"]["levels"]:
         return dict(out, why="no stored baseline")

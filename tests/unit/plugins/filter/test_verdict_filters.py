@@ -102,3 +102,17 @@ def test_verdict_baseline_through_jinja(env):
     assert out == "the stored baseline is 1.4 h old (at most 1.0 h)"
     with pytest.raises(AnsibleFilterError, match="verdict_baseline: baseline settings must be a mapping"):
         render(env, "{{ s | verdict_baseline(none) }}", s=stored)
+
+
+def test_verdict_baseline_says_what_a_switch_does_and_words_the_refusal(env):
+    settings = {"host": "h", "engine": "vllm", "model": "m", "suite": "coding", "api": "completions",
+                "concurrency": [1], "max_tokens": 256, "warmup": 1, "ignore_eos": True, "unit_sha256": "ab"}
+    # As roles/spec_switch/tasks/baseline.yml calls it: keyword arguments after the positional ones.
+    template = ("{% set c = s | verdict_baseline(k, 3600, {}, 72, missing=m, key='vllm__m__coding', state_dir='/var/lib/x',"
+                " host='gpu1') %}{{ c.action }}|{{ c.msg }}")
+    assert render(env, template, s=None, k=settings, m="measure") == "measure|None"
+    assert render(env, template, s=None, k=settings, m="fail") == (
+        "fail|no baseline for vllm__m__coding in /var/lib/x/baselines on gpu1; run playbooks/baseline.yml first,"
+        " or set spec_switch_missing_baseline=measure. Nothing was changed.")
+    with pytest.raises(AnsibleFilterError, match="verdict_baseline: missing_baseline must be one of measure, fail"):
+        render(env, template, s=None, k=settings, m="Fail")

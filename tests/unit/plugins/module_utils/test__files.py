@@ -66,6 +66,19 @@ def test_write_if_changed_with_root_replaces_a_file_of_another_owner(tmp_path):
     assert _files.write_if_changed(str(p), "x", root=True) is False
 
 
+def test_update_is_write_if_changed_that_also_says_what_the_file_held(tmp_path):
+    p = tmp_path / "u.service"
+    assert _files.update(str(p), "x", check_mode=True) == (True, None) and not p.exists()
+    assert _files.update(str(p), "x") == (True, None) and p.read_text() == "x"
+    assert _files.update(str(p), "x") == (False, "x")
+    p.write_bytes(b"caf\xc3\xa9 \xff")
+    assert _files.update(str(p), "y", check_mode=True) == (True, "caf\u00e9 \ufffd") and p.read_bytes() == b"caf\xc3\xa9 \xff"
+    assert _files.update(str(p), "y") == (True, "caf\u00e9 \ufffd") and p.read_text() == "y"
+    p.chmod(0o600)
+    assert _files.update(str(p), "y") == (True, "y") and oct(p.stat().st_mode & 0o777) == "0o644"
+    assert _files.update(str(tmp_path), "z", check_mode=True) == (True, None)  # a directory holds no text
+
+
 def test_read_text_of_a_file_a_missing_one_and_a_directory(tmp_path):
     (tmp_path / "a").write_bytes(b"caf\xc3\xa9 \xff")
     assert _files.read_text(str(tmp_path / "a")) == "caf\u00e9 \ufffd"

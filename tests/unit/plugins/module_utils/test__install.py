@@ -4,10 +4,12 @@
 """The server role's install in one call: real files, modes and owners; systemctl recorded (the lowest boundary)."""
 from __future__ import annotations
 
+import contextlib
 import grp
 import os
 import pwd
 import stat
+import sys
 
 import pytest
 
@@ -56,6 +58,30 @@ def host(tmp_path):
     }
 
 
+# Paths opened while a test records them: Python's own "open" audit event (builtins.open, io.open, os.open),
+# so nothing of ours is replaced to count. A hook cannot be removed; outside a recording it does nothing.
+_OPENED = []
+_RECORDING = []
+
+
+def _audit(event, args):
+    if event == "open" and _RECORDING and isinstance(args[0], (str, bytes, os.PathLike)):
+        _OPENED.append(os.fsdecode(args[0]))
+
+
+sys.addaudithook(_audit)
+
+
+@contextlib.contextmanager
+def opened():
+    del _OPENED[:]
+    _RECORDING.append(True)
+    try:
+        yield _OPENED
+    finally:
+        _RECORDING.pop()
+
+
 def install(h, run, text=UNIT, env_text="HF_TOKEN=hf_secret\n", **kw):
     kw.setdefault("working_dir", h["working_dir"])
     kw.setdefault("schedule", h["schedule"])
@@ -92,6 +118,21 @@ def test_the_same_install_again_changes_nothing_and_restarts_nothing(host):
     done = install(host, run)
     assert done["changed"] is False and not any(done["files"].values()) and run.calls == []
     assert done["unit_before"] == UNIT and done["restarted"] is False and done["n_restarts"] is None
+
+
+def test_the_unit_and_the_schedule_are_read_once_each_for_the_diff_and_the_comparison(host):
+    install(host, Systemctl())
+    schedule = dict(host["schedule"], text='{"1": 5}\n')
+    new = UNIT + "Restart=on-failure\n"
+    for check_mode in (True, False):
+        with opened() as paths:
+            done = install(host, Systemctl(enabled=True), text=new, schedule=schedule, check_mode=check_mode)
+        assert done["unit_before"] == UNIT and done["schedule_before"] == '{"1": 4}\n'
+        assert paths.count(str(host["unit"])) == 1 and paths.count(schedule["path"]) == 1
+    with opened() as paths:
+        done = install(host, Systemctl(enabled=True), text=new, schedule=schedule)
+    assert not done["changed"] and done["unit_before"] == new and done["schedule_before"] == '{"1": 5}\n'
+    assert paths.count(str(host["unit"])) == 1 and paths.count(schedule["path"]) == 1
 
 
 def test_new_secrets_alone_restart_the_unit(host):

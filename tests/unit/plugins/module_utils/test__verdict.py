@@ -396,6 +396,51 @@ def test_a_stored_baseline_is_refused_when_it_is_not_comparable(stored, settings
     assert why in out["why"]
 
 
+NAMES = {"key": "vllm__m__reasoning", "state_dir": "/var/lib/llmops-specdec"}
+
+
+def test_what_a_switch_does_with_a_stored_baseline_use_measure_or_fail():
+    fresh, old = stored_baseline(), stored_baseline(measured_epoch=1000.0 - 5 * 3600)
+    used = v.baseline_check(fresh, SETTINGS, 4 * 3600, now=1000.0, missing="measure", **NAMES)
+    assert (used["usable"], used["action"], used["msg"]) == (True, "use", None)
+    measured = v.baseline_check(old, SETTINGS, 4 * 3600, now=1000.0, missing="measure", **NAMES)
+    assert (measured["usable"], measured["action"], measured["msg"]) == (False, "measure", None)
+    assert measured["why"] == "the stored baseline is 5.0 h old (at most 4.0 h)"
+    # fail means "use what is stored": any age stands (max_age is not applied) ...
+    kept = v.baseline_check(old, SETTINGS, 4 * 3600, now=1000.0, missing="fail", **NAMES)
+    assert (kept["usable"], kept["action"], kept["msg"]) == (True, "use", None)
+    assert kept["why"] == "stored baseline, 5.0 h old, same settings"
+    # ... and without missing the result is what it always was
+    assert set(v.baseline_check(fresh, SETTINGS, 4 * 3600, now=1000.0)) == {"usable", "age_s", "why"}
+
+
+def test_with_missing_baseline_fail_the_refusal_names_the_baseline_the_host_and_what_to_run():
+    none = v.baseline_check(None, SETTINGS, 4 * 3600, now=1000.0, missing="fail", **NAMES)
+    assert (none["usable"], none["action"]) == (False, "fail")
+    assert none["msg"] == (
+        "no baseline for vllm__m__reasoning in /var/lib/llmops-specdec/baselines on gpu1; run playbooks/baseline.yml first,"
+        " or set spec_switch_missing_baseline=measure. Nothing was changed.")
+    other = v.baseline_check(stored_baseline(), dict(SETTINGS, unit_sha256="cd34"), 4 * 3600, now=1000.0, missing="fail",
+                             host="gpu1.example", **NAMES)
+    assert other["action"] == "fail" and other["msg"] == (
+        "vllm__m__reasoning on gpu1.example: the stored baseline was measured with other settings (unit_sha256 ab12, now cd34);"
+        " run playbooks/baseline.yml, or set spec_switch_missing_baseline=measure. Nothing was changed.")
+    # A file that holds no baseline is not "no baseline": the refusal says why it cannot be used.
+    empty = v.baseline_check({}, SETTINGS, None, now=1000.0, missing="fail", **NAMES)
+    assert empty["msg"].startswith("vllm__m__reasoning on gpu1: no stored baseline; run playbooks/baseline.yml, or set")
+    # measure never refuses: nothing stored is measured now
+    assert v.baseline_check(None, SETTINGS, 4 * 3600, missing="measure")["action"] == "measure"
+
+
+def test_missing_baseline_is_measure_or_fail_and_fail_needs_the_names_for_its_message():
+    with pytest.raises(v.VerdictError, match="missing_baseline must be one of measure, fail, got 'skip'"):
+        v.baseline_check(None, SETTINGS, missing="skip")
+    with pytest.raises(v.VerdictError, match="missing_baseline=fail needs key and state_dir for its message"):
+        v.baseline_check(None, SETTINGS, missing="fail")
+    with pytest.raises(v.VerdictError, match="missing_baseline=fail needs host for its message"):
+        v.baseline_check(None, dict(SETTINGS, host=""), missing="fail", **NAMES)
+
+
 def test_a_stored_baseline_needs_samples_enough_requests_and_no_problems():
     legacy = stored_baseline(summary=BASE)
     assert v.baseline_check(legacy, SETTINGS, now=1000.0)["why"] == "the stored baseline has no per-request samples at c=1"
