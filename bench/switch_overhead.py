@@ -8,6 +8,11 @@ Runs playbooks/switch_spec.yml (or another playbook) as an operator would, with 
 task_timer.py recording each task's start and end, and prints a breakdown (and JSON with --out).
 
   .venv/bin/python bench/switch_overhead.py -i .build/inv-sw --host-cgroup sw-1 --runs 3 -- -e method=ngram -e num_speculative_tokens=5
+
+--floor replays each run's task shape right after it, with trivial tasks (a builtin set_fact for each
+controller task, a skipped debug for each skipped one, ansible.builtin.ping for each remote task outside
+the benchmark, readiness wait and reclaim, which are left out as they are subtracted): Ansible's own cost
+of that many tasks on this machine in the same minute, beside the switch's orchestration.
 """
 
 from __future__ import annotations
@@ -113,7 +118,41 @@ def analyse(events, wall):
     else:
         out["host_cpu_s"] = out["host_cpu_orchestration_s"] = None
     out["top"] = [(round(t["end"] - t["start"], 2), t["action"], t["name"][:70]) for t in sorted(tasks, key=lambda t: t["start"] - t["end"])[:12]]
+    out["shape"] = [{"action": t["action"], "status": t["status"], "local": bool(t["local"])} for t in tasks]
     return out
+
+
+def floor_tasks(shape):
+    """The trivial tasks that stand for ``shape`` (see --floor): the bucketed steps are left out."""
+    tasks = []
+    for i, t in enumerate(shape):
+        if t["action"] in BUCKETS:
+            continue
+        if t["status"] == "skipped":
+            tasks.append({"name": "skipped %d" % i, "ansible.builtin.debug": {"msg": "x"}, "when": False})
+        elif t["local"]:
+            tasks.append({"name": "controller %d" % i, "ansible.builtin.set_fact": {"floor_%d" % i: "{{ %d }}" % i}})
+        else:
+            tasks.append({"name": "remote %d" % i, "ansible.builtin.ping": {}})
+    return tasks
+
+
+def run_floor(args, shape):
+    """Wall time of the trivial replay of ``shape``, Ansible's start-up included."""
+    plays = [{"name": "floor", "hosts": args.limit or "all", "gather_facts": False, "tasks": floor_tasks(shape)}]
+    with tempfile.NamedTemporaryFile("w", suffix=".yml", delete=False) as tmp:
+        json.dump(plays, tmp)  # JSON is YAML
+    cmd = [os.path.join(ROOT, ".venv", "bin", "ansible-playbook"), "-i", args.inventory, tmp.name]
+    cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.time()
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
+    wall = time.time() - t0
+    cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    os.unlink(tmp.name)
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stdout[-3000:])
+        raise SystemExit("floor playbook failed (rc %d)" % proc.returncode)
+    return {"floor_s": wall, "floor_tasks": len(plays[0]["tasks"]), "floor_controller_cpu_s": (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)}
 
 
 def main():
@@ -124,6 +163,7 @@ def main():
     ap.add_argument("--host-cgroup", metavar="NAME", help="mock host name: also count the host's CPU time")
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--out", help="write every run's figures as JSON here")
+    ap.add_argument("--floor", action="store_true", help="after each run, replay its task shape with trivial tasks")
     ap.add_argument("passthrough", nargs=argparse.REMAINDER, help="-- then ansible-playbook arguments (-e ...)")
     args = ap.parse_args()
     passthrough = [a for a in args.passthrough if a != "--"]
@@ -133,6 +173,8 @@ def main():
             load = float(fh.read().split()[0])
         r = run_once(args, passthrough)
         r["loadavg_1m_before"] = load
+        if args.floor:
+            r.update(run_floor(args, r["shape"]))
         runs.append(r)
         print(
             "run %d (load %.1f): wall %.1f s = benchmark %.1f + load/ready wait %.1f + reclaim/stop %.1f"
@@ -160,6 +202,9 @@ def main():
                 ),
             )
         )
+        if args.floor:
+            print("  floor: the same shape as trivial tasks (%d) took %.1f s, Ansible start-up included (controller CPU %.1f s)"
+                  % (r["floor_tasks"], r["floor_s"], r["floor_controller_cpu_s"]))
     print("slowest tasks of the last run:")
     for dur, action, name in runs[-1]["top"]:
         print("  %6.2f s  %-22s %s" % (dur, action, name))
