@@ -203,8 +203,10 @@ def main():
             )
         )
         if args.floor:
-            print("  floor: the same shape as trivial tasks (%d) took %.1f s, Ansible start-up included (controller CPU %.1f s)"
-                  % (r["floor_tasks"], r["floor_s"], r["floor_controller_cpu_s"]))
+            print(
+                "  floor: the same shape as trivial tasks (%d) took %.1f s, Ansible start-up included (controller CPU %.1f s)"
+                % (r["floor_tasks"], r["floor_s"], r["floor_controller_cpu_s"])
+            )
     print("slowest tasks of the last run:")
     for dur, action, name in runs[-1]["top"]:
         print("  %6.2f s  %-22s %s" % (dur, action, name))
