@@ -12,13 +12,24 @@ FAULT, and watches until the host's guard has put production back and it answers
           production's unit is back, loading again), parked (spec_switch_park: the baseline parked and the
           candidate's own unit beside it installed)
   faults: kill (SIGKILL to ansible-playbook and its workers), int (SIGINT, as Ctrl-C), link (the host's
-          network link taken down on the controller side: SSH cut), reboot (the host reboots)
+          network link taken down on the controller side: SSH cut), reboot (the host reboots), stop
+          (SIGSTOP to ansible-playbook, its workers and their ssh: the controller is alive but frozen; once the guard
+          has put production back and it answers, SIGCONT, and the playbook finishes, within --resume-timeout)
+
+With --fault stop at --stage bench, the fault lands once the candidate's spec_bench is running on the host
+(its AnsiballZ payload directory exists): the benchmark ends on the host while the controller is frozen, so
+the controller's next step on the host, once resumed, is whatever follows the benchmark (the rollback's
+gpu_reclaim when the verdict is a rollback), with its lease already lost. The JSON then also has `frozen`
+(the processes frozen, how many of them outside ansible-playbook's process group, how many were seen
+stopped, and any still running), `pid_restored` (production's MainPID
+when first seen restored), `resumed_at` and `pid_end` (its MainPID once the playbook ended).
 
 Prints one JSON document: the times (fault, production answering again, seconds between), the
 guard's history record, the playbook's exit code. molecule/guard asserts on it and on the host;
 bench/guard_faults.py runs it per fault for the figures in bench/README.md.
 Usage: fault.py --host NAME --address IP --key KEY --inventory INV --unit UNIT --port PORT
-                --stage STAGE --fault FAULT [--veth VETH] [--extra JSON] [--timeout S]
+                --stage STAGE --fault FAULT [--veth VETH] [--extra JSON] [--timeout S] [--log FILE]
+                [--resume-timeout S]
 """
 from __future__ import annotations
 
@@ -32,7 +43,7 @@ import sys
 import time
 
 PROBE = r"""
-import hashlib, json, os, subprocess, sys, urllib.request
+import glob, hashlib, json, os, subprocess, sys, tempfile, urllib.request
 unit, port, guard = sys.argv[1], sys.argv[2], sys.argv[3]
 def sha(p):
     try:
@@ -45,10 +56,14 @@ def health():
             return r.status
     except Exception:
         return 0
-state = subprocess.run(["systemctl", "show", unit, "-p", "ActiveState", "--value"], capture_output=True, text=True).stdout.strip()
+show = dict(line.partition("=")[::2] for line in subprocess.run(
+    ["systemctl", "show", unit, "-p", "ActiveState", "-p", "MainPID"], capture_output=True, text=True).stdout.splitlines())
 beside = "/etc/systemd/system/" + unit[:-len(".service")] + "-candidate.service"
-print(json.dumps({"sha": sha("/etc/systemd/system/" + unit), "active": state, "guard": os.path.exists(guard),
-                  "health": health(), "now": __import__("time").time(),
+# A module runs on the host while AnsiballZ's payload directory exists (tempfile.mkdtemp, removed at its end).
+bench = bool(glob.glob(os.path.join(tempfile.gettempdir(), "ansible_*spec_bench_payload_*")))
+print(json.dumps({"sha": sha("/etc/systemd/system/" + unit), "active": show.get("ActiveState", ""),
+                  "pid": int(show.get("MainPID") or 0), "guard": os.path.exists(guard),
+                  "health": health(), "now": __import__("time").time(), "bench": bench,
                   "parked": os.path.exists("/run/llmops-specdec/parked/" + unit + ".json"),
                   "beside": os.path.exists(beside)}))
 """
@@ -73,7 +88,7 @@ def probe(args):
     return json.loads(out.stdout)
 
 
-def reached(stage, seen, p, prod):
+def reached(stage, seen, p, prod, fault=None):
     if p is None:
         return False
     if stage == "after_reclaim":
@@ -81,7 +96,9 @@ def reached(stage, seen, p, prod):
     if stage == "load":
         return p["sha"] != prod and p["active"] in ("active", "activating") and p["health"] != 200
     if stage == "bench":
-        return p["sha"] != prod and p["health"] == 200
+        # A frozen controller must be frozen with spec_bench running, not before it was sent (its next step
+        # would be the benchmark), nor after the benchmark (the next step would have started already).
+        return p["sha"] != prod and p["health"] == 200 and (p["bench"] or fault != "stop")
     if stage == "rollback":
         return seen.get("candidate") and p["guard"] and p["sha"] == prod and p["health"] != 200
     if stage == "parked":
@@ -92,6 +109,66 @@ def reached(stage, seen, p, prod):
 def history_tail(args, n=3):
     out = _ssh(args, ["tail", "-n", str(n), "/var/lib/llmops-specdec/history.jsonl"])
     return [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
+
+
+def processes():
+    """{pid: (state letter, ppid, pgrp)} of every process on this machine."""
+    found = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % name) as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        found[int(name)] = (fields[0], int(fields[1]), int(fields[2]))
+    return found
+
+
+def tree(pid, procs):
+    """PID, its process group, and all their descendants: ansible-playbook's workers call setsid() (their
+    own session and group), and so does the ssh they start; ssh's ControlPersist master daemonizes, so it
+    is not in the tree and keeps the connection up, as a suspended machine's kernel would."""
+    found = {pid} | {p for p, (_s, _pp, pgrp) in procs.items() if pgrp == pid}
+    while True:
+        more = {p for p, (_s, ppid, _g) in procs.items() if ppid in found} - found
+        if not more:
+            return found
+        found |= more
+
+
+def freeze(pid, timeout=5.0):
+    """SIGSTOP ansible-playbook and everything it started (its workers, their ssh), until none runs."""
+    os.killpg(pid, signal.SIGSTOP)  # first: a stopped ansible-playbook starts no new worker
+    stopped = set()
+    start = time.time()
+    while True:
+        procs = processes()
+        members = tree(pid, procs)
+        for member in sorted(members - stopped):
+            try:
+                os.kill(member, signal.SIGSTOP)
+            except ProcessLookupError:
+                pass
+            stopped.add(member)
+        procs = processes()
+        running = sorted(p for p in members if p in procs and procs[p][0] not in ("T", "t", "Z", "X"))
+        if not running or time.time() - start > timeout:
+            return {"processes": len(members), "outside_group": sum(procs.get(p, ("", 0, pid))[2] != pid for p in members),
+                    "stopped": sum(procs.get(p, ("",))[0] in ("T", "t") for p in members),
+                    "running": running}, stopped
+        time.sleep(0.05)
+
+
+def thaw(pid, stopped):
+    """SIGCONT what freeze() stopped, ansible-playbook last."""
+    for member in sorted(stopped - {pid}) + [pid]:
+        try:
+            os.kill(member, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+    os.killpg(pid, signal.SIGCONT)
 
 
 def host_veth(address):
@@ -114,6 +191,8 @@ def main():
     ap.add_argument("--extra", default="{}")
     ap.add_argument("--timeout", type=float, default=300)
     ap.add_argument("--log", default="/dev/null")
+    ap.add_argument("--resume-timeout", type=float, default=240,
+                    help="--fault stop: how long the playbook may take to finish once resumed")
     args = ap.parse_args()
     root = os.environ.get("MOLECULE_PROJECT_DIRECTORY", os.getcwd())
     if args.fault == "link" and not args.veth:
@@ -139,7 +218,7 @@ def main():
         p = probe(args)
         if p and p["sha"] and p["sha"] != prod:
             seen["candidate"] = True
-        if reached(args.stage, seen, p, prod):
+        if reached(args.stage, seen, p, prod, args.fault):
             out["reached"] = True
             break
         time.sleep(0.2)
@@ -148,7 +227,7 @@ def main():
         out.update(error="stage %s not reached (playbook rc %s)" % (args.stage, play.poll()))
         print(json.dumps(out))
         return 1
-    if args.stage == "bench":
+    if args.stage == "bench" and args.fault != "stop":
         time.sleep(1.5)  # into the benchmark, not at its first request
 
     out["fault_at"] = time.time()
@@ -158,6 +237,8 @@ def main():
         os.killpg(play.pid, signal.SIGINT)
     elif args.fault == "link":
         subprocess.run(["ip", "link", "set", args.veth, "down"], check=True)
+    elif args.fault == "stop":
+        out["frozen"], frozen = freeze(play.pid)
     elif args.fault == "reboot":
         subprocess.run([os.path.join(root, "tests/mockgpu/host/reboot"), args.host], check=True,
                        capture_output=True, text=True, timeout=120)
@@ -173,14 +254,24 @@ def main():
         if p and not p["guard"] and p["sha"] == prod and p["active"] == "active" and p["health"] == 200 \
                 and not p["parked"] and not p["beside"]:
             out["answering_seen_at"] = p["now"]
+            if args.fault == "stop":
+                out["pid_restored"] = p["pid"]
             break
         time.sleep(0.2)
+    if args.fault == "stop":
+        # The guard has restored production (or the wait ran out): the controller resumes where it froze.
+        thaw(play.pid, frozen)
+        out["resumed_at"] = time.time()
     try:
-        play.wait(timeout=10 if args.fault != "link" else 60)
+        play.wait(timeout={"link": 60, "stop": args.resume_timeout}.get(args.fault, 10))
     except subprocess.TimeoutExpired:
+        out["playbook_killed"] = True
         os.killpg(play.pid, signal.SIGKILL)
         play.wait()
     out["playbook_rc"] = play.returncode
+    if args.fault == "stop":
+        end = probe(args)
+        out["pid_end"] = end["pid"] if end else None
     out["history"] = history_tail(args)
     guard = next((r for r in reversed(out["history"]) if r.get("outcome") == "restored_by_guard"), None)
     out["guard_record"] = guard
