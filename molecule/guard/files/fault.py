@@ -21,7 +21,7 @@ With --fault stop at --stage bench, the fault lands once the candidate's spec_be
 the controller's next step on the host, once resumed, is whatever follows the benchmark (the rollback's
 gpu_reclaim when the verdict is a rollback), with its lease already lost. The JSON then also has `frozen`
 (the processes frozen, how many of them outside ansible-playbook's process group, how many were seen
-stopped, and any still running), `pid_restored` (production's MainPID
+stopped, how many had already exited, and any still running), `pid_restored` (production's MainPID
 when first seen restored), `resumed_at` and `pid_end` (its MainPID once the playbook ended).
 
 Prints one JSON document: the times (fault, production answering again, seconds between), the
@@ -155,8 +155,10 @@ def freeze(pid, timeout=5.0):
         procs = processes()
         running = sorted(p for p in members if p in procs and procs[p][0] not in ("T", "t", "Z", "X"))
         if not running or time.time() - start > timeout:
+            # A worker whose task had just ended (or its ssh) may be a zombie: neither running nor stopped.
             return {"processes": len(members), "outside_group": sum(procs.get(p, ("", 0, pid))[2] != pid for p in members),
                     "stopped": sum(procs.get(p, ("",))[0] in ("T", "t") for p in members),
+                    "exited": sum(procs.get(p, ("Z",))[0] in ("Z", "X") for p in members),
                     "running": running}, stopped
         time.sleep(0.05)
 
