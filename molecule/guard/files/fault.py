@@ -233,6 +233,7 @@ def main():
         time.sleep(1.5)  # into the benchmark, not at its first request
 
     out["fault_at"] = time.time()
+    frozen = set()  # what --fault stop stopped, to continue it
     if args.fault == "kill":
         os.killpg(play.pid, signal.SIGKILL)
     elif args.fault == "int":
