@@ -13,6 +13,9 @@ task_timer.py recording each task's start and end, and prints a breakdown (and J
 controller task, a skipped debug for each skipped one, ansible.builtin.ping for each remote task outside
 the benchmark, readiness wait and reclaim, which are left out as they are subtracted): Ansible's own cost
 of that many tasks on this machine in the same minute, beside the switch's orchestration.
+
+--keep-payloads enables the test tiers' tests/ansible_plugins/callback/ansiballz_cache.py, so AnsiballZ
+payloads built by one run are used by the next (run once first to build them): what building them costs.
 """
 
 from __future__ import annotations
@@ -60,6 +63,9 @@ def run_once(args, passthrough):
     env = dict(
         os.environ, ANSIBLE_CALLBACK_PLUGINS=os.path.join(HERE, "callbacks"), ANSIBLE_CALLBACKS_ENABLED="task_timer", TASK_TIMER_OUT=trace, ANSIBLE_NOCOLOR="1"
     )
+    if args.keep_payloads:
+        env["ANSIBLE_CALLBACK_PLUGINS"] += os.pathsep + os.path.join(ROOT, "tests", "ansible_plugins", "callback")
+        env["ANSIBLE_CALLBACKS_ENABLED"] += ",ansiballz_cache"
     if args.host_cgroup:
         env["TASK_TIMER_CPU_STAT"] = "/sys/fs/cgroup/unified/llmops-specdec/%s/cpu.stat" % args.host_cgroup
     cmd = [os.path.join(ROOT, ".venv", "bin", "ansible-playbook"), "-i", args.inventory, args.playbook] + passthrough
@@ -164,6 +170,7 @@ def main():
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--out", help="write every run's figures as JSON here")
     ap.add_argument("--floor", action="store_true", help="after each run, replay its task shape with trivial tasks")
+    ap.add_argument("--keep-payloads", action="store_true", help="keep AnsiballZ payloads across runs (the test tiers' cache)")
     ap.add_argument("passthrough", nargs=argparse.REMAINDER, help="-- then ansible-playbook arguments (-e ...)")
     args = ap.parse_args()
     passthrough = [a for a in args.passthrough if a != "--"]
