@@ -27,8 +27,11 @@ UNIT_PROPS = [
     'ExecMainStatus', 'ExecMainCode', 'ExecMainStartTimestampMonotonic', 'LoadState',
 ]
 
-# An exception line of a traceback, perhaps behind vLLM's process prefix ("(EngineCore_DP0 pid=42) ").
-EXCEPTION_LINE = re.compile(r'^(?:\([^)]*\)\s+)?(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception):')
+# An exception line of a traceback, perhaps behind vLLM's process prefix ("(EngineCore_DP0 pid=42) ") and
+# its logger's ("ERROR 12-04 01:50:28 [multiproc_executor.py:953] "): a real vLLM 0.32 logs a failed
+# worker's traceback line by line through its logger (seen with the real vLLM tier, tests/real).
+EXCEPTION_LINE = re.compile(r'^(?:\([^)]*\)\s+)?(?:[A-Z]+ \d\d-\d\d \d\d:\d\d:\d\d \[[^\]]*\]\s+)?'
+                            r'(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception):')
 # The wrappers the engines raise after the real error, pointing back at it ("please check the stack trace
 # above for the root cause", "See root cause above").
 POINTS_BACK = re.compile(r'\babove\b', re.I)

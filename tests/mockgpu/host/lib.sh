@@ -110,13 +110,18 @@ boot_guest() {
     cg_procs+=("$r/$CGROUP_PARENT/$(cgroup_leaf "$name")/cgroup.procs")
   done < <(cgroup_roots)
 
+  # Read-only binds the host was brought up with (up --bind-ro; kept in DIR/binds for reboots).
+  local binds=() path
+  while read -r path; do [[ -n $path ]] && binds+=("--bind-ro=$path"); done <"$dir/binds" 2>/dev/null || true
+
   t1=$(now)
   # shellcheck disable=SC2016 # expanded by the inner shell
-  setsid bash -c 'root=$1 name=$2 ns=$3; shift 3
+  setsid bash -c 'root=$1 name=$2 ns=$3 nbinds=$4; shift 4
+    binds=("${@:1:nbinds}"); shift "$nbinds"
     for f in "$@"; do echo $$ >"$f"; done
     exec systemd-nspawn -D "$root" --register=no --keep-unit -b --hostname="$name" --console=read-only \
-      --network-namespace-path="/run/netns/$ns"' \
-    boot "$dir/root" "$name" "$ns" "${cg_procs[@]}" </dev/null >>"$dir/console.log" 2>&1 &
+      --network-namespace-path="/run/netns/$ns" "${binds[@]}"' \
+    boot "$dir/root" "$name" "$ns" "${#binds[@]}" "${binds[@]}" "${cg_procs[@]}" </dev/null >>"$dir/console.log" 2>&1 &
   PID=$!
   disown "$PID"
   echo "$PID" >"$dir/nspawn.pid"

@@ -154,8 +154,13 @@ def worker(p):
 
 def _fail(p, log, message):
     log.error("%s failed to start." % p["title"])
-    sys.stderr.write(traceback_text(message) + "\n")
-    sys.stderr.flush()
+    if isinstance(log, VllmLog):
+        # A real vLLM's failed worker logs its traceback line by line through its logger (vLLM 0.32, tests/real).
+        for text in traceback_text(message).splitlines():
+            log.error(text, src="multiproc_executor.py:953")
+    else:
+        sys.stderr.write(traceback_text(message) + "\n")
+        sys.stderr.flush()
     procs.report(p["ready_fd"], ok=False, rank=p["rank"], error=message)
     os._exit(1)
 

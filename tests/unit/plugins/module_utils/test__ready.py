@@ -241,6 +241,24 @@ def test_engine_log_tail_leads_with_the_root_cause_of_the_last_run():
         journal[4]["MESSAGE"]]
 
 
+def test_engine_log_tail_finds_the_cause_behind_vllms_logger_prefix():
+    """A real vLLM 0.32 (tests/real) logs a failed worker's traceback line by line through its logger."""
+    def line(msg):
+        return {"MESSAGE": msg, "_PID": "1914", "_SYSTEMD_INVOCATION_ID": "r"}
+
+    cause = ("(Worker pid=2034) ERROR 12-04 01:50:28 [multiproc_executor.py:953] ValueError: There is no module "
+             "or parameter named 'draft_id_to_target_id' in Eagle3LlamaForCausalLM.")
+    journal = [line("(Worker pid=2034) ERROR 12-04 01:50:28 [multiproc_executor.py:953] Traceback (most recent "
+                    "call last):"),
+               line("(Worker pid=2034) ERROR 12-04 01:50:28 [multiproc_executor.py:953]     raise ValueError(msg)"),
+               line(cause),
+               line("(EngineCore pid=1990) ERROR 12-04 01:50:30 [core.py:1510] EngineCore failed to start."),
+               line("    raise RuntimeError("),
+               line("RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}")]
+    tail = _ready.engine_log_tail(FakeSystemctl(journal=journal), "vllm-server.service", lines=2)
+    assert tail == [cause] + [m["MESSAGE"] for m in journal[-2:]]
+
+
 def test_engine_log_tail_is_empty_when_journalctl_fails():
     assert _ready.engine_log_tail(FakeSystemctl(journal=[{"MESSAGE": "x"}], journal_rc=1), "u.service") == []
 
