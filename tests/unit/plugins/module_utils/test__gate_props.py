@@ -93,18 +93,38 @@ def test_any_value_is_refused_naming_its_field_or_renders_exactly(case):
     _check_accepted(field, overrides, text, checked)
 
 
+# Hostile but printable: what the gate lets through, so that most examples reach systemd-analyze (the
+# control characters, line breaks and bidi marks of HOSTILE are refused before a unit exists, and the
+# test above proves that for every field).
+PRINTABLE_HOSTILE = st.text(alphabet=st.sampled_from(list(" \"'\\$%;=[]{}#@:-+/.,~`") + list("abcXYZ019")
+                                                     + ["\u00e9", "\U0001f600"]), min_size=1, max_size=40)
+SYSTEMD_EXAMPLES = 25
+
+
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="needs systemd-analyze (Debian: systemd)")
-@hsettings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(st.tuples(HOSTILE, HOSTILE, HOSTILE))
-def test_accepted_units_are_read_by_systemd_without_a_word(tmp_path, words):
-    draft, note, arg = words
-    try:
-        text, _checked = render(executable="/usr/bin/python3", env={"NOTE": note}, extra_args=["--note", arg],
-                                spec={"method": "eagle3", "num_speculative_tokens": 3, "draft_model": "/m/" + draft})
-    except REFUSED:
-        return
-    path = os.path.join(str(tmp_path), "vllm-server.service")
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(text)
-    proc = subprocess.run(["systemd-analyze", "verify", path], capture_output=True, text=True, timeout=60, check=False)
-    assert (proc.returncode, proc.stdout, proc.stderr) == (0, "", ""), text
+def test_accepted_units_are_read_by_systemd_without_a_word(tmp_path):
+    tried, reached = [], []
+
+    @hsettings(max_examples=SYSTEMD_EXAMPLES, deadline=None, database=None,
+               suppress_health_check=[HealthCheck.too_slow])
+    @given(st.tuples(PRINTABLE_HOSTILE, PRINTABLE_HOSTILE, PRINTABLE_HOSTILE))
+    def one_unit(words):
+        draft, note, arg = words
+        tried.append(words)
+        try:
+            text, _checked = render(executable="/usr/bin/python3", env={"NOTE": note}, extra_args=["--note", arg],
+                                    spec={"method": "eagle3", "num_speculative_tokens": 3, "draft_model": "/m/" + draft})
+        except REFUSED:
+            return
+        path = os.path.join(str(tmp_path), "vllm-server.service")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+        proc = subprocess.run(["systemd-analyze", "verify", path], capture_output=True, text=True, timeout=60,
+                              check=False)
+        assert (proc.returncode, proc.stdout, proc.stderr) == (0, "", ""), text
+        reached.append(words)
+
+    one_unit()
+    # The property holds only as far as examples reached systemd: say how many, and require most.
+    print("systemd-analyze read %d of %d generated units" % (len(reached), len(tried)))
+    assert len(tried) >= SYSTEMD_EXAMPLES and len(reached) >= 0.8 * len(tried), (len(reached), len(tried))
