@@ -26,6 +26,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HISTOGRAMS = {"ttft": "vllm:time_to_first_token_seconds", "tpot": "vllm:request_time_per_output_token_seconds",
@@ -41,14 +42,18 @@ _READ = ("import json,sys,urllib.request\n"
 
 
 def _ansible(inventory, host, module, args):
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
-               ANSIBLE_STDOUT_CALLBACK="json", ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".build", "collections"))
-    done = subprocess.run([os.path.join(ROOT, ".venv", "bin", "ansible"), host, "-i", inventory, "-m", module,
-                           "-a", json.dumps(args)], capture_output=True, text=True, env=env, cwd=ROOT, check=False)
-    try:
-        result = json.loads(done.stdout)["plays"][0]["tasks"][0]["hosts"][host]
-    except (ValueError, KeyError, IndexError):
-        sys.exit("ansible %s failed: %s%s" % (module, done.stdout[-2000:], done.stderr[-2000:]))
+    """Run one module on the host as Ansible runs it; its result from ansible's --tree output."""
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"),
+               ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".build", "collections"))
+    with tempfile.TemporaryDirectory() as tree:
+        done = subprocess.run([os.path.join(ROOT, ".venv", "bin", "ansible"), host, "-i", inventory, "-m", module,
+                               "-a", json.dumps(args), "--tree", tree], capture_output=True, text=True, env=env,
+                              cwd=ROOT, check=False)
+        files = os.listdir(tree)
+        if len(files) != 1:
+            sys.exit("ansible %s: %s%s" % (module, done.stdout[-2000:], done.stderr[-2000:]))
+        with open(os.path.join(tree, files[0]), encoding="utf-8") as f:
+            result = json.load(f)
     if result.get("failed"):
         sys.exit("%s failed: %s" % (module, result.get("msg")))
     return result

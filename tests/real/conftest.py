@@ -100,8 +100,9 @@ class Host:
             argv += ["-e", item if isinstance(item, str) else json.dumps(item)]
         if report:
             argv += ["-e", "specdec_report_dir=%s" % report]
+        # JSON results keep each message on one line, so the tests can search the output.
         run_env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
-                       ANSIBLE_FORCE_COLOR="0",
+                       ANSIBLE_FORCE_COLOR="0", ANSIBLE_CALLBACK_RESULT_FORMAT="json",
                        ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".build", "collections"), **(env or {}))
         log = os.path.join(BUILD, "logs", "%s-%d.log" % (name.replace(".yml", ""), int(time.time() * 1000)))
         os.makedirs(os.path.dirname(log), exist_ok=True)

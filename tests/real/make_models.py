@@ -128,7 +128,10 @@ def _eagle3(torch, cfg, out, hidden):
         return (torch.randn(*shape, generator=g) * 0.02).contiguous()
 
     t = {
-        "fc.weight": w(hidden, 3 * cfg.hidden_size),
+        # vLLM sizes the head's input from the head's own hidden size (3 auxiliary layers of it): a head made
+        # for another target size loads and reports ready, and the first request meets the target's
+        # hidden states of the other size.
+        "fc.weight": w(hidden, 3 * hidden),
         "midlayer.input_layernorm.weight": torch.ones(hidden),
         "midlayer.hidden_norm.weight": torch.ones(hidden),
         "midlayer.post_attention_layernorm.weight": torch.ones(hidden),
