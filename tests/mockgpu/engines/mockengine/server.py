@@ -74,6 +74,10 @@ class EngineState:
         self.resumed.set()
         self.abort_epoch = 0
         self.park = None  # park.Parker once loaded; its routes answer 404 without one (vLLM: no dev mode)
+        # dies_on_request fault: set once the first completion killed the engine core; on_core_death (set by the
+        # CLI) ends the EngineCore process, after which the API server exits as with any dead core.
+        self.core_dead = False
+        self.on_core_death = None
 
     def needs_key(self, path):
         if not self.api_keys:
@@ -158,7 +162,7 @@ class _Handler(BaseHTTPRequestHandler):
         if self._refused(path):
             return None
         if path in ("/health", "/health_generate", "/ping"):
-            if st.ready and not st.shutting_down:
+            if st.ready and not st.shutting_down and not st.core_dead:
                 return self._send(200, b"")
             return self._send(503, b"")
         if path == "/version":
@@ -204,9 +208,38 @@ class _Handler(BaseHTTPRequestHandler):
         st.resumed.wait(3600)
         if st.park is not None and (st.park.parked or st.draining):
             return self._error(503, "The engine is parked (sleeping).", "ServiceUnavailableError")
+        if st.faults.get("dies_on_request") or st.core_dead:
+            return self._core_died(bool(body.get("stream", False)))
         if self._fault_5xx():
             return
         self._completion(body, chat=path.endswith("chat/completions"))
+
+    # What a real vLLM 0.32 answered when its engine core died on the first request (a draft head of the
+    # wrong shape, measured with the real tier: docs/real-engine.md): that request's stream HTTP 200 with the
+    # error as an event and [DONE]; every later request 500 with the same error; /health 503; the server
+    # gone about 2 s later.
+    _CORE_DIED = "EngineCore encountered an issue. See stack trace (above) for the root cause."
+
+    def _core_died(self, stream):
+        st = self.state
+        first, st.core_dead = not st.core_dead, True
+        if first and st.on_core_death is not None:
+            st.on_core_death()
+        if not (first and stream):
+            return self._error(500, self._CORE_DIED, "InternalServerError")
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream; charset=utf-8")
+        self.send_header("transfer-encoding", "chunked")
+        self.end_headers()
+        self._access(200)
+        try:
+            self._sse({"error": {"message": self._CORE_DIED, "type": "InternalServerError", "param": None,
+                                 "code": 500}})
+            self._sse(b"[DONE]")
+            self._chunk(b"")
+        except _Dropped:
+            pass
+        return None
 
     # -- parking (park.py) --------------------------------------------------------
     def _park_route(self, method, path):

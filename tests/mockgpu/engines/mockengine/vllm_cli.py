@@ -243,6 +243,12 @@ def main(argv=None):
             # gpu_worker.py formats with format_gib: round(bytes / GiB, 2)
             "Sleep mode freed %s GiB memory, %s GiB memory is still in use." % (round(freed / 1024.0, 2), round(kept / 1024.0, 2)),
             "gpu_worker.py:1"), fault_key=method, log=log)
+    if faults.get("dies_on_request"):
+        # The worker's error, then the core's, then the core exits (the loop below then ends the API server).
+        def core_death():
+            log.error("Exception raised from the model's forward pass (dies_on_request fault)", "core.py:1")
+            threading.Timer(2.0, core.kill).start()
+        state.on_core_death = core_death
     state.ready = True  # before listen(): a first probe must never see a 503
     server.server_activate()
     threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True).start()

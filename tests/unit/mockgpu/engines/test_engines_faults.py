@@ -109,6 +109,22 @@ def test_drop_stream_after_cuts_the_connection_without_done(host, engines):
     assert e.status() == 200  # the server itself stays up
 
 
+def test_dies_on_request_answers_as_a_real_vllm_whose_core_died(host, engines):
+    """The sequence a real vLLM 0.32 showed with a wrong-shaped EAGLE-3 head (tests/real, docs/real-engine.md)."""
+    host.set_faults({"none": {"dies_on_request": True}})
+    e = engines.vllm(host)
+    e.wait_ready()
+    died = "EngineCore encountered an issue. See stack trace (above) for the root cause."
+    events, complete = e.stream("/v1/completions", {"prompt": REASONING, "max_tokens": 16})
+    assert complete and [ev for _t, ev in events] == [
+        {"error": {"message": died, "type": "InternalServerError", "param": None, "code": 500}}, "[DONE]"]
+    assert e.post("/v1/completions", {"prompt": "hi", "max_tokens": 3}) == (
+        500, {"error": {"message": died, "type": "InternalServerError", "param": None, "code": 500}})
+    assert e.status() == 503
+    assert e.proc.wait(10) == 0  # vLLM #48966: the API server exits 0 once its core is gone
+    assert wait_until(lambda: host.holders() == [], 5)
+
+
 def test_http_5xx_fails_completions_but_not_health(host, engines):
     host.set_faults({"*": {"http_5xx": 1.0}})
     e = engines.sglang(host)
