@@ -44,10 +44,10 @@ class Host:
     def sh(self, command, check=True, timeout=60):
         argv = ["ssh", "-i", self.key, "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
                 "-o", "IdentitiesOnly=yes", "-o", "LogLevel=ERROR", "root@" + self.address, command]
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
         if check and done.returncode:
             raise AssertionError("on %s: %s -> rc %d\n%s%s" % (self.name, command, done.returncode, done.stdout,
-                                                                done.stderr))
+                                                               done.stderr))
         return done.stdout
 
     def http(self, path, timeout=30):
@@ -58,7 +58,7 @@ class Host:
                 "except Exception as e: print(0); print(e)\n" % timeout)
         out = self.sh("python3 -c %s %s" % (shlex.quote(code), shlex.quote("http://127.0.0.1:%d%s" % (self.port, path))),
                       timeout=timeout + 15)
-        status, _, body = out.partition("\n")
+        status, _sep, body = out.partition("\n")
         return int(status), body
 
     def metrics(self):
@@ -107,7 +107,8 @@ class Host:
         log = os.path.join(BUILD, "logs", "%s-%d.log" % (name.replace(".yml", ""), int(time.time() * 1000)))
         os.makedirs(os.path.dirname(log), exist_ok=True)
         with open(log, "w", encoding="utf-8") as f:
-            done = subprocess.run(argv, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT, env=run_env, timeout=timeout)
+            done = subprocess.run(argv, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT, env=run_env, timeout=timeout,
+                                  check=False)
         with open(log, encoding="utf-8") as f:
             return done.returncode, f.read()
 

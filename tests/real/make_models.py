@@ -43,9 +43,9 @@ _WORDS = (
 
 def _corpus(rng):
     lines = []
-    for _ in range(4000):
+    for _line in range(4000):
         n = rng.randint(6, 24)
-        lines.append(" ".join(rng.choice(_WORDS) for _ in range(n)) + rng.choice([".", "?", "!", ":"]))
+        lines.append(" ".join(rng.choice(_WORDS) for _word in range(n)) + rng.choice([".", "?", "!", ":"]))
     # Digits, punctuation and code-ish text, so every suite tokenizes without unknown bytes.
     lines += ["0123456789 + - * / = ( ) [ ] { } < > , ; ' \" # _ \n def return if else for while"] * 50
     return lines
