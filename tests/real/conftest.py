@@ -61,6 +61,22 @@ class Host:
         status, _sep, body = out.partition("\n")
         return int(status), body
 
+    def greedy(self, prompts, max_tokens=32):
+        """Each prompt's greedy completion (temperature 0) from the engine, as text."""
+        code = ("import json,sys,urllib.request\n"
+                "url,model,n=sys.argv[1],sys.argv[2],int(sys.argv[3])\n"
+                "for p in json.loads(sys.stdin.read()):\n"
+                " body=json.dumps({'model':model,'prompt':p,'max_tokens':n,'temperature':0}).encode()\n"
+                " r=urllib.request.Request(url,data=body,headers={'Content-Type':'application/json'})\n"
+                " print(json.dumps(json.load(urllib.request.urlopen(r,timeout=60))['choices'][0]['text']))\n")
+        argv = ["ssh", "-i", self.key, "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+                "-o", "IdentitiesOnly=yes", "-o", "LogLevel=ERROR", "root@" + self.address,
+                "python3 -c %s http://127.0.0.1:%d/v1/completions %s %d" % (
+                    shlex.quote(code), self.port, shlex.quote(self.vars["spec_server_served_model_name"]), max_tokens)]
+        done = subprocess.run(argv, input=json.dumps(prompts), capture_output=True, text=True, timeout=300,
+                              check=True)
+        return [json.loads(line) for line in done.stdout.splitlines()]
+
     def metrics(self):
         """The engine's /metrics as {name: {labels-string: value}} (the Prometheus text format)."""
         status, body = self.http("/metrics")

@@ -19,6 +19,13 @@ pytestmark = pytest.mark.real
 
 # Thresholds that decide the verdict by themselves whatever the CPU's timings: any candidate that
 # serves is kept (KEEP) or none is (ROLLBACK). The benchmark is short; the levels single-stream.
+# Prompts whose greedy completions must not change with speculation (lossless decoding; float32 on both
+# sides, so rounding does not flip a near tie). Some repeat themselves, so n-gram drafts get accepted.
+PROMPTS = ["the model server token speculative decoding draft target engine request the model server token",
+           "explain the first step because the answer",
+           "copy text line word sentence copy text line word sentence copy text line",
+           "0123456789 + - * / = ( ) def return if else"]
+GREEDY = {}
 KEEP = {"spec_switch_thresholds": {"min_speedup": 0, "max_tpot_regression": 100, "max_ttft_regression": 100}}
 ROLLBACK = {"spec_switch_thresholds": {"min_speedup": 100}}
 SHORT = {"spec_switch_bench_concurrency": [1], "spec_switch_bench_requests": 4, "spec_switch_bench_max_tokens": 32,
@@ -72,6 +79,8 @@ def test_deploy_and_baseline(real_host, tmp_path):
     status, body = host.http(host.cfg["version_path"])
     assert status == 200 and json.loads(body)["version"].startswith("0.32"), body
 
+    GREEDY["baseline"] = host.greedy(PROMPTS)
+    assert all(GREEDY["baseline"]), GREEDY
     rc, out = host.playbook("baseline.yml", SHORT, report=str(tmp_path))
     assert rc == 0, out[-4000:]
     assert host.sh("ls /var/lib/llmops-specdec/baselines/").strip(), "no baseline stored"
@@ -104,6 +113,9 @@ def test_switch_ngram_kept(real_host, tmp_path):
     assert len(acceptance["accepted_per_position"]) == 3 and acceptance["accepted_per_position"][0] > 0, acceptance
     report = (tmp_path / "report.md").read_text()
     assert "ngram" in report and "KEPT" in report, report
+    # Speculation is lossless: the same greedy text as the baseline's, prompt for prompt.
+    if "baseline" in GREEDY:
+        assert host.greedy(PROMPTS) == GREEDY["baseline"]
 
 
 def test_switch_draft_model_rolled_back(real_host, tmp_path):
