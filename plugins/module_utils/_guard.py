@@ -69,6 +69,7 @@ UNIT_DIR = "/etc/systemd/system"
 GUARD_SUBDIR = "guard"
 WATCHER_PREFIX = "llmops-specdec-guard-"
 BOOT_TEMPLATE = "llmops-specdec-guard-boot@.service"
+STATE_FILE_MODE = 0o600  # baselines and history under the state directory, as _record writes them
 STATE_VERSION = 1
 PHASE_ARMED = "armed"
 PHASE_RESTORING = "restoring"
@@ -244,12 +245,17 @@ def _run(argv, what, run_command_=None):
 
 
 def append_history(path, record):
-    """Append one JSON line (one write(2) on an O_APPEND fd, then fsync)."""
+    """Append one JSON line (one write(2) on an O_APPEND fd, then fsync).
+
+    The history is 0600 in a 0700 directory, as ``_record`` writes it on the normal path; a file an
+    older guard left 0644 is made 0600 too.
+    """
     directory = os.path.dirname(path)
-    if directory:
-        os.makedirs(directory, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    if directory and not os.path.isdir(directory):
+        _ensure_dir(directory, 0o700)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, STATE_FILE_MODE)
     try:
+        os.fchmod(fd, STATE_FILE_MODE)
         os.write(fd, (json.dumps(record, sort_keys=True) + "\n").encode())
         os.fsync(fd)
     finally:
@@ -783,7 +789,7 @@ def _put_back(state, data, baselines, run_command_):
         _lock.write_bytes_atomic(unit_path, data, 0o644)
         log("put back %s from %s (sha256 %s)" % (unit_path, state["restore"]["source"], state["restore"]["sha256"]))
     for dest, blob in baselines:
-        _lock.write_bytes_atomic(dest, blob, 0o644)
+        _lock.write_bytes_atomic(dest, blob, STATE_FILE_MODE)  # 0600, as _record writes baselines
         log("put back %s" % dest)
 
 
