@@ -17,7 +17,7 @@ import io
 
 import pytest
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _server  # noqa: E402
+from ansible_collections.llmops.specdec.plugins.module_utils import _server, _spec  # noqa: E402
 
 
 def _vllm_parser():
@@ -100,3 +100,21 @@ def test_every_spelling_of_an_owned_flag_is_refused(engine):
         elif not isinstance(action, argparse._HelpAction):  # pylint: disable=protected-access
             assert not _server._owned(engine, option), (engine, option, "is no owned flag's spelling")
     assert reached > 40  # the spellings checked reached the parser (not an empty loop)
+
+
+def test_draft_quantization_names_are_the_engines():
+    # issue 31, item 10: the gate accepts exactly the names the engine takes for the draft
+    try:
+        from vllm.model_executor.layers.quantization import QUANTIZATION_METHODS  # pylint: disable=import-outside-toplevel
+        assert set(_spec.QUANTIZATIONS["vllm"]) == set(QUANTIZATION_METHODS)
+        checked = True
+    except ImportError:
+        checked = False
+    try:
+        from sglang.srt.server_args import QUANTIZATION_CHOICES  # pylint: disable=import-outside-toplevel
+        assert set(_spec.QUANTIZATIONS["sglang"]) == set(QUANTIZATION_CHOICES)
+        checked = True
+    except ImportError:
+        pass
+    if not checked:
+        pytest.skip("neither engine is installed in this venv")

@@ -339,3 +339,67 @@ def test_known_harmless_names_stay_in_the_unit(name):
     text, checked = render(env={name: "plain"})
     assert name not in checked["secret_names"]
     assert _server.secret_name(name) is False
+
+
+# --- issue 31 item 10: values that reached the engine unchecked
+@pytest.mark.parametrize("engine, value", [
+    ("vllm", "fp8 --enable-lora"), ("sglang", "fp8 --enable-lora"), ("vllm", "FP8x"), ("vllm", "w8a8_int8"),
+    ("sglang", "auto_gptq"), ("vllm", "fp8;id"),
+])
+def test_draft_quantization_must_be_a_name_of_the_engines_list(engine, value):
+    exe = "/usr/local/bin/vllm" if engine == "vllm" else "/usr/bin/python3"
+    spec = {"method": "draft_model", "draft_model": "org/draft", "num_speculative_tokens": 3,
+            "draft_quantization": value}
+    msg = _refused("draft_quantization must be one of %s's quantization methods" % engine, engine=engine,
+                   executable=exe, spec=spec)
+    assert repr(value) in msg
+
+
+@pytest.mark.parametrize("engine, value", [("vllm", "fp8"), ("vllm", "compressed-tensors"), ("sglang", "fp8"),
+                                           ("sglang", "w8a8_int8"), ("vllm", " fp8 ")])
+def test_the_engines_quantization_names_pass(engine, value):
+    exe = "/usr/local/bin/vllm" if engine == "vllm" else "/usr/bin/python3"
+    _text, checked = render(engine=engine, executable=exe, spec={
+        "method": "draft_model", "draft_model": "org/draft", "num_speculative_tokens": 3, "draft_quantization": value})
+    assert checked["spec"]["draft_quantization"] == value.strip()
+
+
+@pytest.mark.parametrize("field, value", [
+    ("num_speculative_tokens", "5\n"), ("num_speculative_tokens", "\t5"), ("num_speculative_tokens", "5\r\n"),
+    ("prompt_lookup_max", "4\x0b"),
+])
+def test_integers_with_control_characters_are_refused_not_coerced(field, value):
+    spec = {"method": "ngram", field: value}
+    _refused("%s must be an integer" % field, spec=spec)
+
+
+def test_numbers_in_role_variables_with_control_characters_are_refused():
+    _refused("spec_server_port must be an integer", port="8000\n")
+    _refused("spec_server_gpu_memory_utilization must be a number", gpu_memory_utilization="0.9\n")
+    assert render(port=" 8000 ")[1]["argv"][5:7] == ["--port", "8000"]  # plain spaces, as -e k=' 8000 ' gives
+
+
+@pytest.mark.parametrize("field, value", [
+    ("draft_model", "../../etc/shadow"), ("draft_model", "/models/../etc/shadow"), ("draft_model", "models/../x"),
+    ("draft_model", "https://evil.example/head"), ("draft_model", "hf://org/head"), ("draft_model", "s3://b/k"),
+    ("draft_model", "org/name/extra"), ("draft_model", "org name"), ("draft_model", "~/models/head"),
+    ("draft_model", "./head"), ("draft_model", "org--x/y"), ("uno_lora_path", "../lora"),
+    ("uno_lora_path", "http://x/lora"),
+])
+def test_model_references_are_a_hub_id_or_an_absolute_path(field, value):
+    if field == "uno_lora_path":
+        engine, exe, spec = "sglang", "/usr/bin/python3", {"method": "uno", "uno_lora_path": value,
+                                                          "num_speculative_tokens": 3}
+    else:
+        engine, exe, spec = "vllm", "/usr/local/bin/vllm", {"method": "eagle3", "draft_model": value,
+                                                            "num_speculative_tokens": 3}
+    msg = _refused("%s must be a model hub id (org/name) or an absolute path without '..'" % field,
+                   engine=engine, executable=exe, spec=spec)
+    assert field in msg
+
+
+@pytest.mark.parametrize("value", ["org/head", "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", "gpt2", "/models/eagle3-8b",
+                                   "/srv/models/eagle3-8b/", "/m/with space", "Org_1/x.y-z"])
+def test_hub_ids_and_absolute_paths_pass(value):
+    _text, checked = render(spec={"method": "eagle3", "draft_model": value, "num_speculative_tokens": 3})
+    assert checked["spec"]["draft_model"] == value
