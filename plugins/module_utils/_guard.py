@@ -54,7 +54,7 @@ import time
 import urllib.error
 import urllib.request
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _files, _lock, _park, _reclaim, _systemd
+from ansible_collections.llmops.specdec.plugins.module_utils import _files, _lock, _park, _reclaim, _systemd, _unitfile
 
 PACKAGE = "ansible_collections.llmops.specdec.plugins.module_utils"
 # The files the watcher imports, found from this one by following its imports (payload()); they are
@@ -488,9 +488,10 @@ def _park_section(params):
     park = params.get("park")
     if not park:
         return None
-    if not _SAFE_UNIT.match(park.get("unit") or "") or park["unit"] == params["unit"]:
-        raise GuardError("park.unit %r must be a unit name (NAME.service) other than %s; the guard was not armed"
-                         % (park.get("unit"), params["unit"]))
+    if not _SAFE_UNIT.match(park.get("unit") or "") or park["unit"] == params["unit"] \
+            or not park["unit"].endswith("-candidate.service"):
+        raise GuardError("park.unit %r must be a candidate unit name (NAME-candidate.service) other than %s; the guard "
+                         "was not armed" % (park.get("unit"), params["unit"]))
     for key in ("unit_path", "env_file"):
         if park.get(key) and not _SAFE_PATH.match(park[key]):
             raise GuardError("park.%s %r is not an absolute path of plain characters; the guard was not armed"
@@ -772,6 +773,10 @@ def _remove_parked_candidate(state, run_command_):
     for path in (park["unit_path"], park.get("env_file")):
         if path and os.path.lexists(path):
             if path == park["unit_path"]:
+                if not _unitfile.written_by_us(path):
+                    log("left %s as it is: the collection did not write it (no %r header)"
+                        % (path, _unitfile.MANAGED_HEADER), 3)
+                    continue
                 run_command_(["systemctl", "disable", park["unit"]])  # best effort, like _put_back
             os.unlink(path)
             log("removed %s, the candidate beside the parked baseline" % path)

@@ -11,7 +11,9 @@ from __future__ import annotations
 import os
 import stat
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _guard
+import pytest
+
+from ansible_collections.llmops.specdec.plugins.module_utils import _guard, _unitfile
 
 
 def _mode(path):
@@ -46,3 +48,28 @@ def test_guard_history_written_0644_before_is_made_0600(tmp_path):
     _guard.append_history(str(history), {"outcome": "restored_by_guard"})
     assert _mode(str(history)) == 0o600
     assert history.read_text().count("\n") == 2
+
+
+# --------------------------------------------------------------------------- issue 31, item 3
+
+def test_the_guard_removes_only_a_candidate_unit_the_collection_wrote(tmp_path):
+    foreign = tmp_path / "sshd-candidate.service"
+    foreign.write_text("[Service]\nExecStart=/usr/sbin/sshd -D\n")
+    env = tmp_path / "sshd-candidate.service.env"
+    env.write_text("X=1\n")
+    calls = []
+    state = {"park": {"unit": "sshd-candidate.service", "unit_path": str(foreign), "env_file": str(env)}}
+    _guard._remove_parked_candidate(state, lambda argv: calls.append(argv) or (0, "", ""))
+    assert foreign.exists() and calls == []  # neither disabled nor removed
+    ours = tmp_path / "vllm-server-candidate.service"
+    ours.write_text(_unitfile.MANAGED_HEADER + " (role spec_server)\n[Service]\nExecStart=/bin/true\n")
+    state = {"park": {"unit": "vllm-server-candidate.service", "unit_path": str(ours), "env_file": None}}
+    _guard._remove_parked_candidate(state, lambda argv: calls.append(argv) or (0, "", ""))
+    assert not ours.exists() and calls == [["systemctl", "disable", "vllm-server-candidate.service"]]
+
+
+@pytest.mark.parametrize("unit", ["sshd.service", "vllm-server.service"])
+def test_the_guard_is_armed_only_for_a_candidate_unit_name(unit):
+    with pytest.raises(_guard.GuardError, match="must be a candidate unit name"):
+        _guard._park_section({"unit": "vllm-server.service",
+                              "park": {"unit": unit, "unit_path": "/etc/systemd/system/" + unit}})
