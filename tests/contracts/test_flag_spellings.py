@@ -21,7 +21,7 @@ from ansible_collections.llmops.specdec.plugins.module_utils import _server, _sp
 
 
 def _vllm_parser():
-    pytest.importorskip("vllm")
+    pytest.importorskip("vllm.utils.argparse_utils")
     from vllm.utils.argparse_utils import FlexibleArgumentParser  # pylint: disable=import-outside-toplevel
     try:
         from vllm.entrypoints.common.cli_args import make_arg_parser  # pylint: disable=import-outside-toplevel
@@ -31,7 +31,7 @@ def _vllm_parser():
 
 
 def _sglang_parser():
-    pytest.importorskip("sglang")
+    pytest.importorskip("sglang.srt.server_args")  # the real SGLang (the mock has a launcher package of that name)
     from sglang.srt.server_args import ServerArgs  # pylint: disable=import-outside-toplevel
     parser = argparse.ArgumentParser(prog="sglang serve")  # as prepare_server_args builds it
     ServerArgs.add_cli_args(parser)
