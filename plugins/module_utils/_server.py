@@ -57,6 +57,9 @@ FLAG_SPELLING = {
 # readable by every local user). A name ending in -key/-token/-secret/-password or holding secret/passw is one;
 # what to use instead is named where the engine has a variable for it.
 SECRET_FLAG = re.compile(r"-(key|token|secret|password|passwd)\Z|secret|passw")
+# Flags that read more flags from a file the gate never sees (vLLM and SGLang: a YAML of options), so an
+# owned flag or a credential could come back through them.
+INDIRECT_FLAGS = ("--config",)
 SECRET_FLAG_INSTEAD = {
     "--api-key": "spec_server_api_key (kept out of the unit and argv)",
     "--hf-token": "spec_server_secret_env: {HF_TOKEN: ...} (the environment file, root 0600)",
@@ -151,6 +154,12 @@ def _extra_args(engine, values):
                                   "is not shown): the collection sets %s itself; use %s"
                                   % (item.split("=", 1)[0], i, engine, flag,
                                      flag + "*" if flag == "--speculative" else flag, where))
+        name = flag_name(engine, item)
+        if name is not None and any(name == f or (FLAG_SPELLING[engine]["abbrev"] and _is_prefix(name, f))
+                                    for f in INDIRECT_FLAGS):
+            raise _gate.GateError("spec_server_extra_args may not carry %r (item %d, which %s reads as --config): it "
+                                  "reads engine options from a file that the gate cannot check; give them as "
+                                  "spec_server_* variables or extra args" % (item.split("=", 1)[0], i, engine))
         if secret:
             raise _gate.GateError(
                 "%s is %s, whose value is a credential and would be written into the unit's ExecStart= and the "

@@ -403,3 +403,13 @@ def test_model_references_are_a_hub_id_or_an_absolute_path(field, value):
 def test_hub_ids_and_absolute_paths_pass(value):
     _text, checked = render(spec={"method": "eagle3", "draft_model": value, "num_speculative_tokens": 3})
     assert checked["spec"]["draft_model"] == value
+
+
+
+@pytest.mark.parametrize("engine, arg", [("vllm", "--config"), ("vllm", "--config=/etc/x.yaml"), ("vllm", "--conf"),
+                                         ("sglang", "--config")])
+def test_a_config_file_of_engine_options_is_refused(engine, arg):
+    # issue 31, item 4: a YAML given with --config could set any owned flag or a key again, out of the gate's sight
+    exe = "/usr/local/bin/vllm" if engine == "vllm" else "/usr/bin/python3"
+    _refused("reads engine options from a file that the gate cannot check", engine=engine, executable=exe,
+             extra_args=[arg, "/etc/opts.yaml"])
