@@ -139,12 +139,11 @@ def _secret_flag(engine, arg):
 def _extra_args(engine, values):
     """The operator's extra engine arguments, checked; a refusal never quotes a value (it may be a secret)."""
     items = _gate.word_list("spec_server_extra_args", values, lambda field, item: item)
-    args, hide_next = [], False
+    args = []
     for i, item in enumerate(items):
-        secret = _secret_flag(engine, item)
+        secret = _secret_flag(engine, item)  # refused below, before the item after it (its value) is read
         field = "spec_server_extra_args[%d]" % i
-        args.append(_gate.text(field, item, secret=bool(secret) or hide_next))
-        hide_next = bool(secret) and "=" not in item  # --hf-token VALUE: the next item is the secret
+        args.append(_gate.text(field, item, secret=bool(secret)))
         flag = _owned(engine, item)
         if flag:
             where = {"--speculative": "spec_server_spec (docs/spec-methods.md)", "-sc": "spec_server_spec",
