@@ -55,12 +55,15 @@ def limit(cfg, name):
 
 # --------------------------------------------------------------------------- the closed loop
 
-def run_level(transport, url, bodies, concurrency, requests, warmup=0, watchdog=None, max_bytes=None):
+def run_level(transport, url, bodies, concurrency, requests, warmup=0, watchdog=None, max_bytes=None,
+              max_tokens=None):
     """Run `requests` measured requests (after `warmup` unmeasured ones) with `concurrency`
     workers in a closed loop. bodies is a list of request bodies used round-robin.
 
     With a ``watchdog`` every request has its deadline, and no request starts once the run's
     deadline has passed: those left unsent are results of kind ``deadline``.
+    ``max_tokens``: what each request asks for; a server whose usage reports more fails the request
+    (``bad_usage``, see ``_bench_stream.finish``).
     Returns (results, wall_ns) where wall_ns runs from the first measured start to the last end.
     """
     lock = threading.Lock()
@@ -82,7 +85,7 @@ def run_level(transport, url, bodies, concurrency, requests, warmup=0, watchdog=
                     state['kept'] += r.kept_bytes
                     parse_now = state['kept'] > MAX_KEPT_BYTES
                 if parse_now:  # bound memory on very long runs: parse in the loop after all
-                    _bench_stream.finish(r)
+                    _bench_stream.finish(r, max_tokens)
             except Exception as exc:  # never lose a worker: the request is counted, the loop goes on
                 results[i] = _bench_stream.client_error(exc)
 
@@ -101,7 +104,7 @@ def run_level(transport, url, bodies, concurrency, requests, warmup=0, watchdog=
     for r in results[warmup:]:
         if r is None:
             r = _bench_stream.not_started(_not_started_detail(watchdog))
-        _bench_stream.finish(r)
+        _bench_stream.finish(r, max_tokens)
         measured.append(r)
     started = [r for r in measured if r.start_ns is not None]
     if not started:
@@ -262,7 +265,7 @@ def _levels(cfg, transport, watchdog, model, metrics):
             run_level(transport, url, bodies, conc, 0, warmup=cfg['warmup'], watchdog=watchdog, max_bytes=max_bytes)
         probe.start(watchdog.bound(stall))
         results, wall = run_level(transport, url, bodies, conc, level_requests(cfg, conc), watchdog=watchdog,
-                                  max_bytes=max_bytes)
+                                  max_bytes=max_bytes, max_tokens=cfg['max_tokens'])
         level = _bench_stats.summarise(results, conc, wall, limit(cfg, 'max_samples'))
         if cfg.get('per_request'):
             t0 = _bench_stats.level_start_ns(results)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import math
 import re
 import socket
 import threading
@@ -423,10 +424,20 @@ def parse_stream(reads, start_ns, result):
         usage = obj.get('usage')
         this_usage = None
         if isinstance(usage, dict) and usage.get('completion_tokens') is not None:
-            this_usage = int(usage['completion_tokens'])
+            this_usage = usage_count(usage['completion_tokens'])
+            if this_usage is None or this_usage < prev_usage_tokens:
+                result.fail('bad_usage', "the server's usage says completion_tokens=%s%s: not a count of tokens; "
+                            "the run's token figures cannot be trusted" % (
+                                _shown(usage['completion_tokens']),
+                                '' if this_usage is None else ' after %d' % prev_usage_tokens))
+                return done
             usage_tokens = this_usage
             if usage.get('prompt_tokens') is not None:
-                result.prompt_tokens = int(usage['prompt_tokens'])
+                result.prompt_tokens = usage_count(usage['prompt_tokens'])
+                if result.prompt_tokens is None:
+                    result.fail('bad_usage', "the server's usage says prompt_tokens=%s: not a count of tokens"
+                                % _shown(usage['prompt_tokens']))
+                    return done
         choices = obj.get('choices') or ()
         has_text = any(_choice_text(c) for c in choices)
         n_tok = None
@@ -455,6 +466,28 @@ def parse_stream(reads, start_ns, result):
     return done
 
 
+# A token count from the server's usage: a non-negative integer no larger than any context (2^24 tokens,
+# the gate's bound on max_model_len). Anything else (negative, fractional, a boolean, text, 1e300) is
+# a server that cannot be measured by its own counts.
+MAX_USAGE_TOKENS = 1 << 24
+
+
+def usage_count(value):
+    """``value`` as a token count, or None when it cannot be one (see MAX_USAGE_TOKENS)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        value = int(value)
+    if not isinstance(value, int) or not 0 <= value <= MAX_USAGE_TOKENS:
+        return None
+    return value
+
+
+def _shown(value):
+    text = repr(value)
+    return text if len(text) <= 40 else text[:40] + '...'
+
+
 def _event_data(block):
     """The `data:` payload of one SSE event block (several data lines joined), or None."""
     if not block:
@@ -468,8 +501,12 @@ def _event_data(block):
     return b'\n'.join(parts) if parts else None
 
 
-def finish(result):
-    """Parse the kept reads of a request into its timings and verdict (idempotent)."""
+def finish(result, max_tokens=None):
+    """Parse the kept reads of a request into its timings and verdict (idempotent).
+
+    ``max_tokens``: what the request asked for; a server whose usage reports more output tokens than
+    that (the request sets ignore_eos, never more) fails the request as ``bad_usage``.
+    """
     reads, result.reads = result.reads, None
     if reads is None:
         return result
@@ -488,5 +525,8 @@ def finish(result):
                            % result.chunks)
     if not result.chunk_times_ns or not result.output_tokens:
         return result.fail('no_tokens', 'the stream carried no tokens')
+    if max_tokens is not None and result.tokens_source == 'usage' and result.output_tokens > max_tokens:
+        return result.fail('bad_usage', "the server's usage says %d output tokens for a request of max_tokens %d; "
+                           "the run's token figures cannot be trusted" % (result.output_tokens, max_tokens))
     result.ok = True
     return result

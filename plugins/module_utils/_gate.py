@@ -26,6 +26,7 @@ __all__ = ["GateError", "text", "boolean", "integer", "number", "path", "name", 
 
 MAX_TEXT = 4096  # a model path, a draft head id, an argument: longer is a mistake or an attack
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_NUMBER = re.compile(r" *[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)? *\Z")
 
 # Patterns for names systemd parses itself (systemd.exec(5), systemd.unit(5), useradd(8)).
 PATTERNS = {
@@ -105,7 +106,7 @@ def boolean(field, value):
 
 def integer(field, value, lo, hi):
     """An integer in [lo, hi]; numeric text (``"8000"``) is accepted, booleans never."""
-    if isinstance(value, str) and re.match(r"\s*[+-]?[0-9]+\s*\Z", value):
+    if isinstance(value, str) and re.match(r" *[+-]?[0-9]+ *\Z", value):  # "8000\n" is refused, not coerced
         value = int(value)
     elif isinstance(value, float) and value.is_integer():
         value = int(value)
@@ -118,11 +119,8 @@ def integer(field, value, lo, hi):
 
 def number(field, value, lo, hi, lo_open=False):
     """A finite number in [lo, hi] (or (lo, hi] with ``lo_open``); numeric text accepted, booleans never."""
-    if isinstance(value, str):
-        try:
-            value = float(value.strip())
-        except ValueError:
-            pass
+    if isinstance(value, str) and _NUMBER.match(value):  # "0.9\n" is refused, not coerced
+        value = float(value)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise GateError("%s must be a number between %s and %s, got %r" % (field, lo, hi, _clip(value)))
     value = float(value)

@@ -54,7 +54,7 @@ import time
 import urllib.error
 import urllib.request
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _files, _lock, _park, _reclaim, _systemd
+from ansible_collections.llmops.specdec.plugins.module_utils import _files, _lock, _park, _reclaim, _systemd, _unitfile
 
 PACKAGE = "ansible_collections.llmops.specdec.plugins.module_utils"
 # The files the watcher imports, found from this one by following its imports (payload()); they are
@@ -69,6 +69,7 @@ UNIT_DIR = "/etc/systemd/system"
 GUARD_SUBDIR = "guard"
 WATCHER_PREFIX = "llmops-specdec-guard-"
 BOOT_TEMPLATE = "llmops-specdec-guard-boot@.service"
+STATE_FILE_MODE = 0o600  # baselines and history under the state directory, as _record writes them
 STATE_VERSION = 1
 PHASE_ARMED = "armed"
 PHASE_RESTORING = "restoring"
@@ -244,12 +245,17 @@ def _run(argv, what, run_command_=None):
 
 
 def append_history(path, record):
-    """Append one JSON line (one write(2) on an O_APPEND fd, then fsync)."""
+    """Append one JSON line (one write(2) on an O_APPEND fd, then fsync).
+
+    The history is 0600 in a 0700 directory, as ``_record`` writes it on the normal path; a file an
+    older guard left 0644 is made 0600 too.
+    """
     directory = os.path.dirname(path)
-    if directory:
-        os.makedirs(directory, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    if directory and not os.path.isdir(directory):
+        _ensure_dir(directory, 0o700)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, STATE_FILE_MODE)
     try:
+        os.fchmod(fd, STATE_FILE_MODE)
         os.write(fd, (json.dumps(record, sort_keys=True) + "\n").encode())
         os.fsync(fd)
     finally:
@@ -482,9 +488,10 @@ def _park_section(params):
     park = params.get("park")
     if not park:
         return None
-    if not _SAFE_UNIT.match(park.get("unit") or "") or park["unit"] == params["unit"]:
-        raise GuardError("park.unit %r must be a unit name (NAME.service) other than %s; the guard was not armed"
-                         % (park.get("unit"), params["unit"]))
+    if not _SAFE_UNIT.match(park.get("unit") or "") or park["unit"] == params["unit"] \
+            or not park["unit"].endswith("-candidate.service"):
+        raise GuardError("park.unit %r must be a candidate unit name (NAME-candidate.service) other than %s; the guard "
+                         "was not armed" % (park.get("unit"), params["unit"]))
     for key in ("unit_path", "env_file"):
         if park.get(key) and not _SAFE_PATH.match(park[key]):
             raise GuardError("park.%s %r is not an absolute path of plain characters; the guard was not armed"
@@ -766,6 +773,10 @@ def _remove_parked_candidate(state, run_command_):
     for path in (park["unit_path"], park.get("env_file")):
         if path and os.path.lexists(path):
             if path == park["unit_path"]:
+                if not _unitfile.written_by_us(path):
+                    log("left %s as it is: the collection did not write it (no %r header)"
+                        % (path, _unitfile.MANAGED_HEADER), 3)
+                    continue
                 run_command_(["systemctl", "disable", park["unit"]])  # best effort, like _put_back
             os.unlink(path)
             log("removed %s, the candidate beside the parked baseline" % path)
@@ -783,7 +794,7 @@ def _put_back(state, data, baselines, run_command_):
         _lock.write_bytes_atomic(unit_path, data, 0o644)
         log("put back %s from %s (sha256 %s)" % (unit_path, state["restore"]["source"], state["restore"]["sha256"]))
     for dest, blob in baselines:
-        _lock.write_bytes_atomic(dest, blob, 0o644)
+        _lock.write_bytes_atomic(dest, blob, STATE_FILE_MODE)  # 0600, as _record writes baselines
         log("put back %s" % dest)
 
 

@@ -81,7 +81,7 @@ def _set_enabled(run_command, unit, enabled):
 
 
 def install(run_command, unit, path, text, working_dir=None, env_file=None, env_text="", schedule=None,
-            restart=False, enabled=True, check_mode=False):
+            restart=False, enabled=True, check_mode=False, owned_only=False):
     """Install ``text`` as ``path`` with the files it reads; see the module docstring.
 
     ``working_dir`` is ``{"path", "owner", "group"}`` or None; ``env_file`` the secrets file's path,
@@ -89,7 +89,12 @@ def install(run_command, unit, path, text, working_dir=None, env_file=None, env_
     ``{"path", "text"}`` or None. Returns ``{"changed", "files", "unit_before", "schedule_before",
     "reloaded", "restarted", "enabled_changed", "n_restarts"}``; ``files`` maps each file or directory
     touched to whether it changed.
+
+    ``owned_only``: a unit file already at ``path`` that the collection did not write (``_unitfile.check_ours``)
+    is refused before anything is made (the candidate beside a parked baseline never replaces another unit).
     """
+    if owned_only:
+        _unitfile.check_ours(path)
     files = {}
     if working_dir:
         try:

@@ -26,9 +26,30 @@ FIGURE = _optional.Optional("matplotlib.figure", "Figure")
 _BREAKS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
 
 
-def _md(value):
-    """Text for one Markdown table cell or list item: no line breaks, '|' and '<' escaped."""
-    return _BREAKS.sub(" ", str(value)).replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;")
+# Characters that open inline Markdown or HTML anywhere in a line (CommonMark and GitHub's extensions):
+# HTML and autolinks (<), entities (&), links and images ([ ] !), emphasis (* _ ~), code spans (`),
+# table cells (|), and the escape itself. Each is backslash-escaped: CommonMark shows an escaped ASCII
+# punctuation character as itself, so '<' reads '<' (an entity such as &lt; reads '&lt;' in a code span,
+# a plain-text viewer or a job log, where the report is read too).
+_MD_INLINE = re.compile(r"([\\`*_\[\]<!&|~])")
+# What starts a block when it opens a cell or an item: a heading (#), a quote (>), a list (- + 1. 1)),
+# a setext underline (=). Only there are '#' and '>' markup, so '->' in a sentence stays as it is.
+_MD_BLOCK_START = re.compile(r"\A(\s*)([-+=#>]|[0-9]+(?=[.)]))")
+
+
+def md_text(value):
+    """``value`` as inline Markdown text for a table cell or a list item: one line, no markup of its own.
+
+    Line breaks fold to spaces; every character that could open HTML, a link, an image, emphasis, code,
+    an entity or a cell is backslash-escaped, and so is what would start a block. A reader shows the
+    value as given ('<' as '<'); nothing in it becomes markup.
+    """
+    text = _MD_INLINE.sub(r"\\\1", _BREAKS.sub(" ", str(value)))
+    return _MD_BLOCK_START.sub(lambda m: m.group(1) + (m.group(2) + "\\" if m.group(2)[0].isdigit()
+                                                        else "\\" + m.group(2)), text, count=1)
+
+
+_md = md_text
 
 
 def _first_level(summary):

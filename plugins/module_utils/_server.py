@@ -31,18 +31,43 @@ import re
 
 from ansible_collections.llmops.specdec.plugins.module_utils import _gate, _spec, _unit
 
-__all__ = ["unit_settings", "secret_env_text", "ready_url", "OWNED_FLAGS", "SECRET_NAME", "SGLANG_KEY_VAR"]
+__all__ = ["unit_settings", "secret_env_text", "ready_url", "OWNED_FLAGS", "FLAG_SPELLING", "SECRET_NAME",
+           "secret_name", "flag_name", "SGLANG_KEY_VAR"]
 
 # Flags the collection sets itself; the same flag in extra_args would override or duplicate it.
 OWNED_FLAGS = {
-    "vllm": ("--speculative", "--host", "--port", "--model", "--tensor-parallel-size", "-tp",
-             "--served-model-name", "--gpu-memory-utilization", "--max-model-len", "--api-key"),
+    "vllm": ("--speculative", "-sc", "--host", "--port", "--model", "--tensor-parallel-size", "-tp",
+             "--served-model-name", "--gpu-memory-utilization", "--device-memory-utilization", "--max-model-len",
+             "--api-key"),
     "sglang": ("--speculative", "--host", "--port", "--model-path", "--model", "--tp-size", "--tp",
                "--tensor-parallel-size", "--served-model-name", "--mem-fraction-static", "--context-length",
                "--api-key"),
 }
+# How each engine's parser reads a flag's name, so that a spelling it accepts cannot slip past OWNED_FLAGS:
+# - ``underscores``: vLLM's FlexibleArgumentParser turns '_' into '-' in the name (between '--' and the
+#   first '.', before any '='), so --api_key=x is --api-key=x; SGLang 0.5.23's plain argparse does not.
+# - ``abbrev``: both parsers keep argparse's allow_abbrev, so a unique prefix is the flag itself
+#   (--api-k=x is --api-key, -t 2 is -tp 2); the gate treats every prefix of an owned flag as that flag.
+# Both take --flag=value as --flag value. tests/contracts read these from the engines' own parsers.
+FLAG_SPELLING = {
+    "vllm": {"underscores": True, "abbrev": True},
+    "sglang": {"underscores": False, "abbrev": True},
+}
+# Flags whose value is a credential (the key, a hub token): never in ExecStart= (a 0644 file, and argv is
+# readable by every local user). A name ending in -key/-token/-secret/-password or holding secret/passw is one;
+# what to use instead is named where the engine has a variable for it.
+SECRET_FLAG = re.compile(r"-(key|token|secret|password|passwd)\Z|secret|passw")
+# Flags that read more flags from a file the gate never sees (vLLM and SGLang: a YAML of options), so an
+# owned flag or a credential could come back through them.
+INDIRECT_FLAGS = ("--config",)
+SECRET_FLAG_INSTEAD = {
+    "--api-key": "spec_server_api_key (kept out of the unit and argv)",
+    "--hf-token": "spec_server_secret_env: {HF_TOKEN: ...} (the environment file, root 0600)",
+}
 # Environment names that hold credentials: written only to the root-only environment file.
-SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSW|API_?KEY|CREDENTIAL|PRIVATE", re.I)
+# Also every *_KEY (OPENAI_KEY, WANDB_KEY) but the few below, which name no secret.
+SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSW|API_?KEY|CREDENTIAL|PRIVATE|(?:\A|_)KEY\Z", re.I)
+HARMLESS_KEY_NAMES = frozenset(("CACHE_KEY", "SORT_KEY", "PARTITION_KEY", "ROUTING_KEY", "SHARD_KEY"))
 SGLANG_KEY_VAR = "SPECDEC_API_KEY"
 _SGLANG_LAUNCHER = ("import os,runpy,sys;sys.argv+=['--api-key',os.environ.pop('%s')];"
                     "runpy.run_module('sglang.launch_server',run_name='__main__',alter_sys=True)" % SGLANG_KEY_VAR)
@@ -61,24 +86,85 @@ _GPU_ID = re.compile(r"([0-9]{1,4}|(GPU|MIG)-[0-9A-Fa-f-]{8,64})\Z")
 _PROTECT_HOME = ("yes", "no", "read-only", "tmpfs")
 
 
+def secret_name(name):
+    """Whether the environment variable ``name`` holds a credential (it then goes to the environment file)."""
+    return bool(SECRET_NAME.search(name)) and name.upper() not in HARMLESS_KEY_NAMES
+
+
+def flag_name(engine, arg):
+    """The name ``engine``'s parser reads in ``arg`` (``--api_key=x`` -> ``--api-key`` on vLLM), or None
+    when ``arg`` is no flag (a value, a negative number)."""
+    if not isinstance(arg, str) or not arg.startswith("-") or arg == "-" or re.match(r"-[0-9.]", arg):
+        return None
+    name = arg.split("=", 1)[0]
+    if name.startswith("--") and FLAG_SPELLING[engine]["underscores"]:
+        head, dot, tail = name[2:].partition(".")
+        name = "--" + head.replace("_", "-") + dot + tail
+    return name
+
+
+def _is_prefix(name, flag):
+    """``name`` abbreviates ``flag`` as argparse allows (a prefix with the same dashes, more than the dashes)."""
+    dashes = "--" if flag.startswith("--") else "-"
+    return name.startswith(dashes) and len(name) > len(dashes) and flag.startswith(name) \
+        and (dashes == "--" or not name.startswith("--"))
+
+
 def _owned(engine, arg):
+    name = flag_name(engine, arg)
+    if name is None:
+        return None
+    abbrev = FLAG_SPELLING[engine]["abbrev"]
     for flag in OWNED_FLAGS[engine]:
-        if arg == flag or arg.startswith(flag + "=") or (flag == "--speculative" and arg.startswith(flag)) \
-                or arg.startswith(flag + "."):
+        if name == flag or name.startswith(flag + ".") or (flag == "--speculative" and name.startswith(flag)):
+            return flag
+        if abbrev and _is_prefix(name, flag):
+            return flag
+    return None
+
+
+def _secret_flag(engine, arg):
+    """The credential flag ``arg`` names (in any spelling, on any engine: a key in the unit is one too many)."""
+    name = flag_name("vllm", arg)  # underscores folded whatever the engine: refused either way
+    if name is None or not name.startswith("--"):
+        return None
+    if SECRET_FLAG.search(name):
+        return name
+    for flag in SECRET_FLAG_INSTEAD:
+        if FLAG_SPELLING[engine]["abbrev"] and _is_prefix(name, flag):
             return flag
     return None
 
 
 def _extra_args(engine, values):
-    args = _gate.word_list("spec_server_extra_args", values, _gate.text)
-    for arg in args:
-        flag = _owned(engine, arg)
+    """The operator's extra engine arguments, checked; a refusal never quotes a value (it may be a secret)."""
+    items = _gate.word_list("spec_server_extra_args", values, lambda field, item: item)
+    args = []
+    for i, item in enumerate(items):
+        secret = _secret_flag(engine, item)  # refused below, before the item after it (its value) is read
+        field = "spec_server_extra_args[%d]" % i
+        args.append(_gate.text(field, item, secret=bool(secret)))
+        flag = _owned(engine, item)
         if flag:
-            where = {"--speculative": "spec_server_spec (docs/spec-methods.md)",
+            where = {"--speculative": "spec_server_spec (docs/spec-methods.md)", "-sc": "spec_server_spec",
                      "--api-key": "spec_server_api_key (kept out of the unit and argv)"}.get(
                          flag, "its spec_server_* variable")
-            raise _gate.GateError("spec_server_extra_args may not carry %r: the collection sets %s itself; use %s"
-                                  % (arg, flag + "*" if flag == "--speculative" else flag, where))
+            raise _gate.GateError("spec_server_extra_args may not carry %r (item %d, which %s reads as %s; its value "
+                                  "is not shown): the collection sets %s itself; use %s"
+                                  % (item.split("=", 1)[0], i, engine, flag,
+                                     flag + "*" if flag == "--speculative" else flag, where))
+        name = flag_name(engine, item)
+        if name is not None and any(name == f or (FLAG_SPELLING[engine]["abbrev"] and _is_prefix(name, f))
+                                    for f in INDIRECT_FLAGS):
+            raise _gate.GateError("spec_server_extra_args may not carry %r (item %d, which %s reads as --config): it "
+                                  "reads engine options from a file that the gate cannot check; give them as "
+                                  "spec_server_* variables or extra args" % (item.split("=", 1)[0], i, engine))
+        if secret:
+            raise _gate.GateError(
+                "%s is %s, whose value is a credential and would be written into the unit's ExecStart= and the "
+                "process's argv (value hidden); use %s" % (
+                    field, secret, SECRET_FLAG_INSTEAD.get(secret, "spec_server_secret_env with the environment "
+                                                                   "variable the engine reads it from")))
     return args
 
 
@@ -116,7 +202,7 @@ def _env(values, field, secret=False):
         key = _gate.name("%s key" % field, key, "env_name")
         if isinstance(value, bool):
             value = "true" if value else "false"
-        out[key] = _gate.text("%s.%s" % (field, key), value, allow_empty=True, secret=secret or bool(SECRET_NAME.search(key)))
+        out[key] = _gate.text("%s.%s" % (field, key), value, allow_empty=True, secret=secret or secret_name(key))
     return out
 
 
@@ -168,7 +254,7 @@ def _base_argv(s, engine, model, tp, secrets):
 
 
 def _secrets(engine, env, secret_env, api_key):
-    moved = {k: v for k, v in env.items() if SECRET_NAME.search(k)}
+    moved = {k: v for k, v in env.items() if secret_name(k)}
     plain = {k: v for k, v in env.items() if k not in moved}
     secrets = dict(moved, **secret_env)
     if api_key:

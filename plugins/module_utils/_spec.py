@@ -54,7 +54,8 @@ import re
 
 from ansible_collections.llmops.specdec.plugins.module_utils import _gate
 
-__all__ = ["SpecError", "ENGINES", "METHODS", "ALIASES", "PARAMS", "SCHEDULE_DIR", "normalize", "spec_warnings",
+__all__ = ["SpecError", "ENGINES", "METHODS", "ALIASES", "PARAMS", "QUANTIZATIONS", "MODEL_REFS", "SCHEDULE_DIR",
+           "normalize", "spec_warnings",
            "engine_args", "schedule_file", "schedule_text", "describe", "methods_for", "engines_for"]
 
 ENGINES = ("vllm", "sglang")
@@ -275,7 +276,32 @@ SGLANG_FLAGS = {
 }
 SGLANG_ADAPTIVE_FLAGS = ("--speculative-adaptive", "--speculative-adaptive-config")
 
-_INT = re.compile(r"[+-]?[0-9]+\Z")
+# The quantization names each engine takes for the draft (``draft_quantization``): vLLM's
+# QuantizationMethods (vllm/model_executor/layers/quantization/__init__.py; read from 0.32, the pinned
+# 0.33 is checked in tests/contracts), SGLang's QUANTIZATION_CHOICES (sglang/srt/arg_groups/choices.py),
+# which --speculative-draft-model-quantization takes as its choices. A name outside the list would make a
+# candidate that never starts; plugins that register their own methods are not supported here.
+QUANTIZATIONS = {
+    "vllm": ("awq", "auto_awq", "fp8", "fbgemm_fp8", "fp_quant", "modelopt", "modelopt_fp4", "modelopt_mxfp8",
+             "modelopt_mixed", "auto_gptq", "gptq", "gptq_marlin", "awq_marlin", "humming", "compressed-tensors",
+             "experts_int8", "quark", "moe_wna16", "torchao", "inc", "mxfp4", "gpt_oss_mxfp4", "deepseek_v4_fp8",
+             "online", "fp8_per_tensor", "fp8_per_block", "fp8_per_channel", "int8_per_channel_weight_only",
+             "nvfp4_per_token", "mxfp8"),
+    "sglang": ("awq", "fp8", "mxfp8", "gptq", "gptq_marlin", "awq_marlin", "bitsandbytes", "gguf", "modelopt",
+               "modelopt_fp8", "modelopt_fp4", "nvfp4_online", "modelopt_mixed", "petit_nvfp4", "w8a8_int8",
+               "w8a8_fp8", "moe_wna16", "w4afp8", "mxfp4", "auto-round", "auto-round-int8", "compressed-tensors",
+               "modelslim", "mxfp_w4a8", "quark", "quark_int4fp8_moe", "quark_mxfp4", "mlx_q4", "mlx_q8", "unquant",
+               "humming"),
+}
+# Parameters that name a model: a hub id (``org/name`` or a bare legacy ``name``, the hub's own rules:
+# letters, digits, '-', '_', '.', at most 96 each, no '--' or '..') or an absolute local path without a
+# '.' or '..' part. URLs, relative paths and '~' are refused: the engines would read them as something else.
+MODEL_REFS = ("draft_model", "uno_lora_path")
+_HUB_PART = r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?"
+_HUB_ID = re.compile(r"(?:%s/)?%s\Z" % (_HUB_PART, _HUB_PART))
+
+_INT = re.compile(r" *[+-]?[0-9]+ *\Z")  # plain spaces around only: "5\n" is refused, never coerced
+_FLOAT = re.compile(r" *[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)? *\Z")
 _BAND = re.compile(r"\s*([0-9]+)\s*(?:(-)\s*([0-9]+)|(\+))?\s*\Z")
 
 
@@ -300,8 +326,8 @@ def _int(name, value, lo, hi):
     bad = SpecError("%s must be an integer, got %r" % (name, value))
     if isinstance(value, bool):  # bool is an int subclass; true/false is never meant as a size
         raise bad
-    if isinstance(value, str) and _INT.match(value.strip()):
-        value = int(value.strip())
+    if isinstance(value, str) and _INT.match(value):
+        value = int(value)
     elif isinstance(value, float) and value.is_integer():
         value = int(value)
     if not isinstance(value, int):
@@ -324,10 +350,9 @@ def _coerce(name, value):
         raise bad
     if kind is float:
         if isinstance(value, str):
-            try:
-                value = float(value.strip())
-            except ValueError:
+            if not _FLOAT.match(value):
                 raise bad
+            value = float(value)
         if not isinstance(value, (int, float)) or math.isnan(value):
             raise bad
         value = float(value)
@@ -338,6 +363,8 @@ def _coerce(name, value):
             value = _gate.text(name, value.strip(), max_len=1024, no_dash=True)
         except _gate.GateError as exc:
             raise SpecError(str(exc))
+        if name in MODEL_REFS:
+            _model_ref(name, value)
         if "choices" in info:
             if value.upper() not in info["choices"]:
                 raise SpecError("%s must be one of %s, got %r" % (name, ", ".join(info["choices"]), value))
@@ -345,6 +372,25 @@ def _coerce(name, value):
     if "min" in info and not info["min"] <= value <= info["max"]:
         raise SpecError("%s must be between %s and %s, got %r" % (name, info["min"], info["max"], value))
     return value
+
+
+def _model_ref(name, value):
+    """A hub id or an absolute path without '.'/'..' parts (see MODEL_REFS); raises SpecError naming ``name``."""
+    if value.startswith("/"):
+        if not any(part in (".", "..") for part in value.split("/")):
+            return value
+    elif _HUB_ID.match(value) and ".." not in value and "--" not in value:
+        return value
+    raise SpecError("%s must be a model hub id (org/name) or an absolute path without '..', got %r"
+                    % (name, _gate._clip(value)))  # pylint: disable=protected-access
+
+
+def _check_quantization(out, engine):
+    value = out.get("draft_quantization")
+    if value is not None and value not in QUANTIZATIONS[engine]:
+        near = _gate.suggest(value, QUANTIZATIONS[engine])
+        raise SpecError("draft_quantization must be one of %s's quantization methods (%s), got %r%s" % (
+            engine, ", ".join(QUANTIZATIONS[engine]), value, " (did you mean %s?)" % near if near else ""))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -551,6 +597,7 @@ def normalize(spec, engine, tensor_parallel_size=1, warnings=None):
             raise SpecError("%s on %s requires %s (%s)" % (method, engine, name, PARAMS[name]["doc"]))
         elif default is not ENGINE:
             out[name] = default
+    _check_quantization(out, engine)
     given = dict((k, v) for k, v in spec.items() if v is not None)
     if scheduled:
         _check_schedule(out, engine, given, warnings)

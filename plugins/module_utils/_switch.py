@@ -10,6 +10,8 @@ them reach the host, so all of them pass here.
 """
 from __future__ import annotations
 
+import re
+
 from ansible_collections.llmops.specdec.plugins.module_utils import _gate, _suites
 
 __all__ = ["settings"]
@@ -58,6 +60,8 @@ def settings(values):
     return out
 
 
+# The only names the park flow's candidate unit may have (its default is UNIT-candidate.service).
+PARK_UNIT = re.compile(r"[A-Za-z0-9:_.\\-]+-candidate\.service\Z")
 # The candidate's share before parking lowers it, when neither it nor production names one (vLLM's default).
 DEFAULT_PARK_SHARE = 0.9
 
@@ -79,6 +83,11 @@ def _park_settings(v):
     if unit == v.get("server_unit"):
         raise g.GateError("spec_switch_park_unit must differ from spec_server_unit (%s): the candidate runs "
                           "beside the parked baseline" % unit)
+    if not PARK_UNIT.match(unit):
+        # The park flow writes this unit and removes it afterwards: only a name of the collection's own
+        # pattern, never an existing service of the host (sshd.service).
+        raise g.GateError("spec_switch_park_unit must be a candidate unit of the collection's pattern NAME-candidate.service "
+                          "(the default is %s), got %r" % (default_unit, unit))
     if port == int(v.get("server_port") or 0):
         raise g.GateError("spec_switch_park_port must differ from spec_server_port (%d): the parked baseline "
                           "keeps its port" % port)

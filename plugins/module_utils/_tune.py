@@ -262,7 +262,7 @@ def pick(tried, levels, engine, request):
 # --------------------------------------------------------------------------- what the report shows
 
 def _md(value):
-    return str(value).replace("|", "\\|").replace("\n", " ")
+    return _report.md_text(value)  # the report's one escaping (issue 31: values never become markup)
 
 
 def _fmt_cell(cell):

@@ -25,7 +25,11 @@ import time
 from ansible_collections.llmops.specdec.plugins.module_utils import _files
 
 __all__ = ["inspect", "snapshot", "restore", "n_restarts", "systemctl", "read_small", "check_restore_source", "archive",
-           "newest_archived", "sha256_file", "exec_start_drop_ins", "UnitFileError"]
+           "newest_archived", "sha256_file", "exec_start_drop_ins", "UnitFileError", "MANAGED_HEADER", "written_by_us",
+           "check_ours"]
+
+# The first line of every unit file the collection writes (roles/spec_server/templates/spec_server.service.j2).
+MANAGED_HEADER = "# Managed by llmops.specdec"
 
 SHOW = ["LoadState", "FragmentPath", "DropInPaths", "ActiveState", "UnitFileState"]
 _EXEC_START = re.compile(r"^\s*ExecStart\s*=", re.M)
@@ -33,6 +37,29 @@ _EXEC_START = re.compile(r"^\s*ExecStart\s*=", re.M)
 
 class UnitFileError(Exception):
     """The unit is not where the role manages it, or its snapshot cannot be trusted."""
+
+
+def written_by_us(path):
+    """Whether the regular file ``path`` starts with MANAGED_HEADER (the collection wrote it)."""
+    try:
+        st = os.lstat(path)
+        if not stat.S_ISREG(st.st_mode):
+            return False
+        with open(path, "rb") as handle:
+            return handle.read(len(MANAGED_HEADER)) == MANAGED_HEADER.encode()
+    except OSError:
+        return False
+
+
+def check_ours(path, what="write"):
+    """Raise UnitFileError when ``path`` exists but the collection did not write it (its header says so).
+
+    A unit the collection only creates (the candidate beside a parked baseline) is never written over or
+    removed when another one of that name is there: ``spec_switch_park_unit: sshd.service`` touches nothing.
+    """
+    if os.path.lexists(path) and not written_by_us(path):
+        raise UnitFileError("refusing to %s %s: it exists and was not written by llmops.specdec (its first line is not "
+                            "%r); nothing was changed" % (what, path, MANAGED_HEADER))
 
 
 sha256_file = _files.sha256_file
@@ -147,17 +174,21 @@ def systemctl(run_command, argv, ok_rc=(0,)):
     return rc, out
 
 
-def restore(run_command, unit, path, src, check_mode=False):
+def restore(run_command, unit, path, src, check_mode=False, owned_only=False):
     """Put the previous configuration of ``unit`` back and start it, or remove the candidate's ``path``
     when ``src`` is None (there was no unit before). Returns ``{"file", "started", "changed"}``, where
     ``file`` is ``restored``, ``unchanged``, ``removed`` or ``absent``; after a restart, ``n_restarts``
-    is systemd's restart count (the readiness wait fails when it grows).
+    is systemd's restart count (the readiness wait fails when it grows). With ``owned_only``, a ``path`` to
+    remove that the collection did not write (``written_by_us``) is left as it is: ``file`` is ``foreign``.
 
     The source is checked first (``check_restore_source``); nothing is written when it fails. Manual
     starts count toward ``StartLimitBurst``, so the failed state is cleared before the start: after a
     sweep of failing candidates, systemd would otherwise refuse to start production again.
     """
     if src is None:
+        if owned_only and os.path.lexists(path) and not written_by_us(path):
+            # Another unit of that name: left as it is, and the rollback goes on (never a failure here).
+            return {"file": "foreign", "started": False, "changed": False, "n_restarts": None}
         exists = os.path.lexists(path)
         if exists and not check_mode:
             os.unlink(path)

@@ -16,7 +16,8 @@ outside, and rolled back as inconclusive ("not shown faster") when the budget en
 samples (summaries from before samples existed) the point estimates are compared as they always were.
 
 A level that cannot be judged (every request failed, 0 tok/s, errors above the limit, non-finite
-figures, token counts beyond max_tokens or negative) makes the verdict ``invalid``, naming the side,
+figures, token counts beyond max_tokens or negative, in the samples or as spec_bench's ``bad_usage``
+requests) makes the verdict ``invalid``, naming the side,
 the level and why; its action is ``rollback``. Nothing returned is ever inf or NaN.
 """
 from __future__ import annotations
@@ -414,6 +415,11 @@ def _level_problems(figures, acc, limits, max_tokens):
         low, high = _stats.wilson(figures["errors"], requests) if requests else (0.0, 1.0)
         problems.append("errors %.1f%% [%.1f%%, %.1f%%] above the limit %.1f%%%s" % (
             100 * rate, 100 * low, 100 * high, 100 * limits["max_error_rate"], " (%s)" % kinds if kinds else ""))
+    bad_usage = acc["error_kinds"].get("bad_usage", 0)
+    if bad_usage:
+        # spec_bench found the server's own token counts impossible (negative, beyond max_tokens, shrinking):
+        # its figures are counted by those, so no share of such requests is tolerated.
+        problems.append("%d request(s) with impossible token counts in the server's usage (bad_usage)" % bad_usage)
     if acc["samples"] is not None:
         problems.extend(_sample_problems(acc["samples"], max_tokens))
     return problems

@@ -334,8 +334,10 @@ bench:
               O(timeout)), C(request_timeout) (not complete within O(request_timeout)), C(deadline) (unfinished
               or not started when O(run_timeout) passed), C(oversize) (a response or an SSE event beyond its byte
               cap), C(stream_cut) (closed before C(data [DONE])), C(server_error) (an error event in the
-              stream), C(bad_response) (unparsable), C(no_tokens), C(client_error) (an unexpected error in the
-              client, with its detail in RV(bench.levels[].first_error)).
+              stream), C(bad_response) (unparsable), C(bad_usage) (the server's C(usage) holds a token count that
+              cannot be one (negative, not an integer, shrinking, or more than O(max_tokens)), and the verdict then
+              calls the level invalid), C(no_tokens), C(client_error) (an unexpected error in the client, with
+              its detail in RV(bench.levels[].first_error)).
           type: dict
           sample: {http_5xx: 2}
         first_error:

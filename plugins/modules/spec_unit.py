@@ -83,6 +83,13 @@ options:
         description: Remove O(path) instead; there was no unit before the switch.
         type: bool
         default: false
+      owned_only:
+        description:
+          - With O(restore.remove), remove O(path) only when the collection wrote it (its first line is
+            C(# Managed by llmops.specdec)); another file there is left as it is, without a failure, and
+            RV(restored.file) says V(foreign).
+        type: bool
+        default: false
   install:
     description:
       - Install O(install.text) at O(path) (root, 0644) with the files it reads. Not with O(snapshot), O(restore) or
@@ -126,6 +133,13 @@ options:
         description: With a restart, enable (V(true)) or disable (V(false)) the unit at boot.
         type: bool
         default: true
+      owned_only:
+        description:
+          - Fail before anything is written when a file is at O(path) that the collection did not write (its first
+            line is not C(# Managed by llmops.specdec)). The candidate beside a parked baseline sets it, so that
+            its unit never replaces another unit of the same name.
+        type: bool
+        default: false
 attributes:
   check_mode:
     support: full
@@ -211,7 +225,8 @@ snapshot:
   type: dict
 restored:
   description:
-    - What the restore did, C(file) (V(restored), V(unchanged), V(removed), V(absent)), C(started) (the unit was
+    - What the restore did, C(file) (V(restored), V(unchanged), V(removed), V(absent), V(foreign): not removed, the
+      collection did not write it), C(started) (the unit was
       restarted) and C(n_restarts) (systemd's C(NRestarts) read after the restart; null without one).
   returned: when O(restore) is given
   type: dict
@@ -243,7 +258,8 @@ def main():
             read=dict(type="list", elements="path", default=[]),
             expect_archived=dict(type="dict", options=dict(path=dict(type="path", required=True),
                                                            dir=dict(type="path", required=True))),
-            restore=dict(type="dict", options=dict(src=dict(type="path"), remove=dict(type="bool", default=False))),
+            restore=dict(type="dict", options=dict(src=dict(type="path"), remove=dict(type="bool", default=False),
+                                                   owned_only=dict(type="bool", default=False))),
             install=dict(type="dict", options=dict(
                 text=dict(type="str", required=True),
                 working_dir=dict(type="path"),
@@ -255,6 +271,7 @@ def main():
                 schedule_text=dict(type="str", default=""),
                 restart=dict(type="bool", default=False),
                 enabled=dict(type="bool", default=True),
+                owned_only=dict(type="bool", default=False),
             ), required_by={"working_dir": ["owner", "group"]}),
         ),
         mutually_exclusive=[["restore", "snapshot"], ["restore", "expect_archived"], ["install", "restore"],
@@ -321,7 +338,8 @@ def restore(module, run, p):
     if bool(src) == remove:
         module.fail_json(msg="restore needs either src or remove=true; nothing was changed")
     try:
-        done = _unitfile.restore(run, p["name"], p["path"], src, check_mode=module.check_mode)
+        done = _unitfile.restore(run, p["name"], p["path"], src, check_mode=module.check_mode,
+                                 owned_only=p["restore"]["owned_only"])
     except (_unitfile.UnitFileError, OSError) as exc:
         module.fail_json(msg="restoring %s: %s" % (p["path"], exc))
     module.exit_json(changed=done.pop("changed"), restored=done)
@@ -336,7 +354,8 @@ def install(module, run, p):
             working_dir={"path": want["working_dir"], "owner": want["owner"], "group": want["group"]} if want["working_dir"] else None,
             env_file=want["env_file"], env_text=want["env_text"],
             schedule={"path": want["schedule_path"], "text": want["schedule_text"]} if want["schedule_path"] else None,
-            restart=want["restart"], enabled=want["enabled"], check_mode=module.check_mode)
+            restart=want["restart"], enabled=want["enabled"], check_mode=module.check_mode,
+            owned_only=want["owned_only"])
     except (_install.InstallError, _unitfile.UnitFileError, OSError) as exc:
         module.fail_json(msg="installing %s: %s" % (p["path"], exc))
     result = {"changed": done.pop("changed"), "installed": done}

@@ -373,8 +373,12 @@ def test_none_leaves_speculation_off():
 
 
 def test_quantization_names_are_sglangs_to_check():
-    # _spec passes draft_quantization through; SGLang's parser has the list of names.
-    fragment = _spec.engine_args({"method": "draft_model", "draft_model": DRAFT, "draft_quantization": "bogus"},
+    # The gate refuses a name outside SGLang's list (_spec.QUANTIZATIONS, issue 31), and SGLang's parser
+    # refuses the same name itself: the fragment with a known name, its value swapped, is refused too.
+    with pytest.raises(_spec.SpecError, match="draft_quantization must be one of sglang's"):
+        _spec.engine_args({"method": "draft_model", "draft_model": DRAFT, "draft_quantization": "bogus"}, "sglang")
+    fragment = _spec.engine_args({"method": "draft_model", "draft_model": DRAFT, "draft_quantization": "fp8"},
                                  "sglang")
+    parse(fragment)
     with pytest.raises(SystemExit):
-        parse(fragment)
+        parse(["bogus" if arg == "fp8" else arg for arg in fragment])

@@ -377,10 +377,14 @@ def test_none_adds_no_speculative_config(models):
 
 
 def test_quantization_names_are_vllms_to_check(models):
-    # _spec passes draft_quantization through (each engine has its own list); vLLM refuses an
-    # unknown name while building the config, before any GPU work.
+    # The gate refuses a name outside vLLM's list (_spec.QUANTIZATIONS, issue 31); vLLM refuses the same
+    # name itself while building the config, before any GPU work (the fragment's value swapped).
     spec = {"method": "draft_model", "draft_model": models["draft"], "num_speculative_tokens": 3,
             "draft_quantization": "bogus"}
-    fragment = _spec.engine_args(spec, "vllm")
+    with pytest.raises(_spec.SpecError, match="draft_quantization must be one of vllm's"):
+        _spec.engine_args(spec, "vllm")
+    fragment = _spec.engine_args(dict(spec, draft_quantization="fp8"), "vllm")
+    fragment = [arg.replace('"quantization":"fp8"', '"quantization":"bogus"') for arg in fragment]
+    assert '"quantization":"bogus"' in fragment[-1]
     with pytest.raises(ValueError, match="quantization"):
         build_speculative_config(parse_serve([models["target"]] + fragment))

@@ -361,3 +361,40 @@ def test_a_transport_without_guard_support_still_gets_its_deadline(watchdog):
         res = _bench_stream.run_request(OldStyle(), _bench_stream.endpoint(srv.url, 'completions'), b'{}',
                                         watchdog=watchdog(request_timeout_s=0.6))
     assert res.error == 'request_timeout'
+
+
+# ---------------------------------------------------------------- impossible usage (issue 31, item 11)
+
+def _usage_chunk(completion, prompt=5):
+    return (b'data: ' + json.dumps({'choices': [{'text': ' a'}], 'usage': {
+        'prompt_tokens': prompt, 'completion_tokens': completion}}).encode() + b'\n\n')
+
+
+@pytest.mark.parametrize('stream, why', [
+    (completion_event(' a', 1) + usage_event(-5) + DONE, 'completion_tokens=-5'),
+    (_usage_chunk(-1) + DONE, 'completion_tokens=-1'),
+    (_usage_chunk(2.5) + DONE, 'completion_tokens=2.5'),
+    (_usage_chunk(True) + DONE, 'completion_tokens=True'),
+    (_usage_chunk('7') + DONE, "completion_tokens='7'"),
+    (_usage_chunk(1e300) + DONE, 'completion_tokens=1e+300'),
+    (_usage_chunk(10 ** 12) + DONE, 'completion_tokens=1000000000000'),
+    (_usage_chunk(3) + _usage_chunk(1) + DONE, 'completion_tokens=1 after 3'),  # a running count that shrinks
+    (_usage_chunk(1, prompt=-3) + DONE, 'prompt_tokens=-3'),
+])
+def test_impossible_usage_counts_fail_the_request_as_bad_usage(stream, why):
+    res = _bench_stream.RequestResult()
+    res.reads, res.start_ns = [(10, stream)], 0
+    _bench_stream.finish(res)
+    assert not res.ok and res.error == 'bad_usage', (res.error, res.detail)
+    assert why in res.detail
+
+
+def test_usage_beyond_the_requests_max_tokens_fails_the_request():
+    stream = completion_event(' a', 1) + completion_event(' b', 2) + usage_event(300) + DONE
+    res = _bench_stream.RequestResult()
+    res.reads, res.start_ns = [(10, stream)], 0
+    _bench_stream.finish(res, max_tokens=256)
+    assert res.error == 'bad_usage' and '300 output tokens for a request of max_tokens 256' in res.detail
+    good = _bench_stream.RequestResult()
+    good.reads, good.start_ns = [(10, completion_event(' a', 1) + usage_event(256) + DONE)], 0
+    assert _bench_stream.finish(good, max_tokens=256).ok

@@ -254,3 +254,162 @@ def test_schedule_text_never_reaches_the_unit_unquoted():
     # Only integers and fixed words reach the argv and the file; hostile text is refused while parsing.
     _refused("schedule[0]", spec={"method": "ngram", "schedule": "1-8:4\nExecStartPre=/bin/sh"})
     _refused("schedule[0].batch", spec={"method": "ngram", "schedule": [{"batch": "1-8\n[Service]", "k": 1}]})
+
+
+# --- issue 31: what still got through
+@pytest.mark.parametrize("engine, arg, flag", [
+    ("vllm", "--api_key=sk-TOPSECRET", "--api-key"),           # vLLM folds '_' into '-' in a flag's name
+    ("vllm", "--gpu_memory_utilization=0.99", "--gpu-memory-utilization"),
+    ("vllm", "--tensor_parallel_size", "--tensor-parallel-size"),
+    ("vllm", "--speculative_config.method=ngram", "--speculative"),
+    ("vllm", "--api-k=sk-TOPSECRET", "--api-key"),             # argparse's allow_abbrev: a unique prefix
+    ("vllm", "--gpu-memory-util=0.5", "--gpu-memory-utilization"),
+    ("vllm", "--served-model=x", "--served-model-name"),
+    ("vllm", "-t", "-tp"),
+    ("vllm", "-tp=2", "-tp"),
+    ("vllm", "-sc", "-sc"),                                   # vLLM's short alias of --speculative-config
+    ("vllm", "--device-memory-utilization=0.99", "--device-memory-utilization"),  # an alias of the share
+    ("sglang", "--mem-fraction=0.5", "--mem-fraction-static"),
+    ("sglang", "--context-len=4096", "--context-length"),
+    ("sglang", "--served-model=x", "--served-model-name"),
+])
+def test_every_spelling_the_engine_reads_as_an_owned_flag_is_refused(engine, arg, flag):
+    exe = "/usr/local/bin/vllm" if engine == "vllm" else "/usr/bin/python3"
+    msg = _refused("spec_server_extra_args may not carry", engine=engine, executable=exe, extra_args=[arg, "1"])
+    assert "reads as %s" % flag in msg
+    assert "TOPSECRET" not in msg
+
+
+@pytest.mark.parametrize("engine, arg", [("vllm", "--api_key=x"), ("vllm", "--gpu_memory_utilization")])
+def test_flag_names_are_read_as_the_engine_reads_them(engine, arg):
+    assert _server.flag_name(engine, arg) == arg.split("=")[0].replace("_", "-")
+    # SGLang's plain argparse keeps underscores: --tp_size is no flag of its own (SGLang refuses it).
+    assert _server.flag_name("sglang", "--tp_size=2") == "--tp_size"
+    assert _server.flag_name("vllm", "-1") is None and _server.flag_name("vllm", "value") is None
+
+
+@pytest.mark.parametrize("engine, extra, instead", [
+    ("vllm", ["--hf-token", "hf_TOPSECRET"], "spec_server_secret_env: {HF_TOKEN"),
+    ("vllm", ["--hf_token=hf_TOPSECRET"], "spec_server_secret_env: {HF_TOKEN"),
+    ("vllm", ["--hf-tok=hf_TOPSECRET"], "spec_server_secret_env: {HF_TOKEN"),
+    ("sglang", ["--hf-token", "hf_TOPSECRET"], "spec_server_secret_env: {HF_TOKEN"),
+    ("sglang", ["--api_key=sk-TOPSECRET"], "spec_server_api_key"),
+    ("vllm", ["--wandb-api-key", "TOPSECRET"], "spec_server_secret_env"),
+    ("vllm", ["--db-password=TOPSECRET"], "spec_server_secret_env"),
+])
+def test_a_flag_whose_value_is_a_credential_never_reaches_exec_start(engine, extra, instead):
+    exe = "/usr/local/bin/vllm" if engine == "vllm" else "/usr/bin/python3"
+    with pytest.raises(_gate.GateError) as info:
+        render(engine=engine, executable=exe, extra_args=["--enforce-eager"] + extra)
+    msg = str(info.value)
+    assert instead in msg and "spec_server_extra_args[1]" in msg, msg
+    assert "TOPSECRET" not in msg
+
+
+def test_flags_that_only_look_like_credentials_pass():
+    _text, checked = render(extra_args=["--allow-credentials", "--ssl-keyfile", "/etc/ssl/k.pem", "--tokenizer", "t",
+                                        "--return-tokens-as-token-ids", "--max-num-batched-tokens", "8192"])
+    assert "--allow-credentials" in checked["argv"] and "--ssl-keyfile" in checked["argv"]
+
+
+def test_a_credential_flag_with_a_control_character_is_refused_without_its_value():
+    msg = _refused("whose value is a credential", extra_args=["--hf-token", "hf_TOPSECRET\n"])
+    assert "TOPSECRET" not in msg
+    msg = _refused("contains a control", extra_args=["--api-key=sk-TOPSECRET\n"])
+    assert "TOPSECRET" not in msg
+
+
+@pytest.mark.parametrize("arg", ["--api-key=sk-TOPSECRET", "--api-key", "--api_key=sk-TOPSECRET"])
+def test_the_refusal_of_an_api_key_in_extra_args_never_quotes_it(arg):
+    msg = _refused("spec_server_extra_args may not carry", extra_args=[arg, "sk-TOPSECRET"])
+    assert "TOPSECRET" not in msg and "spec_server_api_key" in msg
+
+
+@pytest.mark.parametrize("name", ["OPENAI_KEY", "WANDB_KEY", "ANTHROPIC_KEY", "KEY", "openai_key", "HF_TOKEN",
+                                  "AWS_SECRET_ACCESS_KEY", "MY_API_KEY", "DB_PASSWORD"])
+def test_key_like_environment_names_go_to_the_environment_file(name):
+    text, checked = render(env={name: "TOPSECRET", "HF_HOME": "/var/lib/vllm/hf"})
+    assert "TOPSECRET" not in text and name in checked["secret_names"]
+    msg = _refused("contains a control", env={name: "TOPSECRET\n"})
+    assert "TOPSECRET" not in msg
+
+
+@pytest.mark.parametrize("name", ["CACHE_KEY", "SORT_KEY", "HF_HOME", "KEYBOARD", "MONKEY_PATCH"])
+def test_known_harmless_names_stay_in_the_unit(name):
+    text, checked = render(env={name: "plain"})
+    assert name not in checked["secret_names"]
+    assert _server.secret_name(name) is False
+
+
+# --- issue 31 item 10: values that reached the engine unchecked
+@pytest.mark.parametrize("engine, value", [
+    ("vllm", "fp8 --enable-lora"), ("sglang", "fp8 --enable-lora"), ("vllm", "FP8x"), ("vllm", "w8a8_int8"),
+    ("sglang", "auto_gptq"), ("vllm", "fp8;id"),
+])
+def test_draft_quantization_must_be_a_name_of_the_engines_list(engine, value):
+    exe = "/usr/local/bin/vllm" if engine == "vllm" else "/usr/bin/python3"
+    spec = {"method": "draft_model", "draft_model": "org/draft", "num_speculative_tokens": 3,
+            "draft_quantization": value}
+    msg = _refused("draft_quantization must be one of %s's quantization methods" % engine, engine=engine,
+                   executable=exe, spec=spec)
+    assert repr(value) in msg
+
+
+@pytest.mark.parametrize("engine, value", [("vllm", "fp8"), ("vllm", "compressed-tensors"), ("sglang", "fp8"),
+                                           ("sglang", "w8a8_int8"), ("vllm", " fp8 ")])
+def test_the_engines_quantization_names_pass(engine, value):
+    exe = "/usr/local/bin/vllm" if engine == "vllm" else "/usr/bin/python3"
+    _text, checked = render(engine=engine, executable=exe, spec={
+        "method": "draft_model", "draft_model": "org/draft", "num_speculative_tokens": 3, "draft_quantization": value})
+    assert checked["spec"]["draft_quantization"] == value.strip()
+
+
+@pytest.mark.parametrize("field, value", [
+    ("num_speculative_tokens", "5\n"), ("num_speculative_tokens", "\t5"), ("num_speculative_tokens", "5\r\n"),
+    ("prompt_lookup_max", "4\x0b"),
+])
+def test_integers_with_control_characters_are_refused_not_coerced(field, value):
+    spec = {"method": "ngram", field: value}
+    _refused("%s must be an integer" % field, spec=spec)
+
+
+def test_numbers_in_role_variables_with_control_characters_are_refused():
+    _refused("spec_server_port must be an integer", port="8000\n")
+    _refused("spec_server_gpu_memory_utilization must be a number", gpu_memory_utilization="0.9\n")
+    assert render(port=" 8000 ")[1]["argv"][5:7] == ["--port", "8000"]  # plain spaces, as -e k=' 8000 ' gives
+
+
+@pytest.mark.parametrize("field, value", [
+    ("draft_model", "../../etc/shadow"), ("draft_model", "/models/../etc/shadow"), ("draft_model", "models/../x"),
+    ("draft_model", "https://evil.example/head"), ("draft_model", "hf://org/head"), ("draft_model", "s3://b/k"),
+    ("draft_model", "org/name/extra"), ("draft_model", "org name"), ("draft_model", "~/models/head"),
+    ("draft_model", "./head"), ("draft_model", "org--x/y"), ("uno_lora_path", "../lora"),
+    ("uno_lora_path", "http://x/lora"),
+])
+def test_model_references_are_a_hub_id_or_an_absolute_path(field, value):
+    if field == "uno_lora_path":
+        engine, exe, spec = "sglang", "/usr/bin/python3", {"method": "uno", "uno_lora_path": value,
+                                                          "num_speculative_tokens": 3}
+    else:
+        engine, exe, spec = "vllm", "/usr/local/bin/vllm", {"method": "eagle3", "draft_model": value,
+                                                            "num_speculative_tokens": 3}
+    msg = _refused("%s must be a model hub id (org/name) or an absolute path without '..'" % field,
+                   engine=engine, executable=exe, spec=spec)
+    assert field in msg
+
+
+@pytest.mark.parametrize("value", ["org/head", "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", "gpt2", "/models/eagle3-8b",
+                                   "/srv/models/eagle3-8b/", "/m/with space", "Org_1/x.y-z"])
+def test_hub_ids_and_absolute_paths_pass(value):
+    _text, checked = render(spec={"method": "eagle3", "draft_model": value, "num_speculative_tokens": 3})
+    assert checked["spec"]["draft_model"] == value
+
+
+
+@pytest.mark.parametrize("engine, arg", [("vllm", "--config"), ("vllm", "--config=/etc/x.yaml"), ("vllm", "--conf"),
+                                         ("sglang", "--config")])
+def test_a_config_file_of_engine_options_is_refused(engine, arg):
+    # issue 31, item 4: a YAML given with --config could set any owned flag or a key again, out of the gate's sight
+    exe = "/usr/local/bin/vllm" if engine == "vllm" else "/usr/bin/python3"
+    _refused("reads engine options from a file that the gate cannot check", engine=engine, executable=exe,
+             extra_args=[arg, "/etc/opts.yaml"])

@@ -19,7 +19,7 @@ import urllib.request
 
 import pytest
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _guard, _lock, _nvml
+from ansible_collections.llmops.specdec.plugins.module_utils import _guard, _lock, _nvml, _unitfile
 from ansible_collections.llmops.specdec.tests.unit.plugins.module_utils.guard_host import (
     FakeSystemd, free_port, health, wait_gone, wait_until)
 from ansible_collections.llmops.specdec.tests.unit.plugins.module_utils.reclaim_host import REPO, alive
@@ -403,6 +403,10 @@ def _parked_switch(tmp_path, sd):
     assert urllib.request.urlopen(req, timeout=10).status == 200
     assert gpu_procs(0)[1] < loaded / 4  # only the residual is left
     sw.cand_path = sd.write_unit(CANDIDATE, sd.holder_argv(0, CAND_MIB // 2))
+    with open(sw.cand_path, "r+") as handle:  # the collection's header, as the server role writes it
+        text = handle.read()
+        handle.seek(0)
+        handle.write(_unitfile.MANAGED_HEADER + " (role spec_server): edits here are overwritten.\n" + text)
     sd.systemctl("daemon-reload")
     assert sd.systemctl("start", CANDIDATE)[0] == 0
     wait_until(lambda: int(sd.prop(CANDIDATE, "MainPID") or 0) in gpu_procs(0)[0], "the candidate holds GPU 0")

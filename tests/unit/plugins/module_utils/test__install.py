@@ -201,3 +201,40 @@ def test_an_unknown_user_or_a_file_where_the_directory_goes_is_refused_before_an
     with pytest.raises(_install.InstallError, match="exists and is not a directory"):
         install(host, Systemctl())
     assert not host["unit"].exists()
+
+
+# --------------------------------------------------------------------------- issue 31, item 3
+
+FOREIGN = "[Unit]\nDescription=OpenSSH server\n\n[Service]\nExecStart=/usr/sbin/sshd -D\n"
+
+
+def test_owned_only_never_writes_over_a_unit_the_collection_did_not_write(host):
+    host["unit"].write_text(FOREIGN)
+    run = Systemctl()
+    with pytest.raises(_unitfile.UnitFileError, match="was not written by llmops.specdec"):
+        install(host, run, owned_only=True)
+    assert host["unit"].read_text() == FOREIGN and run.calls == []
+    assert not host["env_file"].exists() and not os.path.exists(host["working_dir"]["path"])
+
+
+OURS = _unitfile.MANAGED_HEADER + " (role spec_server): edits here are overwritten.\n" + UNIT
+
+
+def test_owned_only_replaces_a_unit_the_collection_wrote_and_makes_a_new_one(host):
+    assert install(host, Systemctl(), text=OURS, owned_only=True)["changed"]  # none there: made
+    assert host["unit"].read_text() == OURS
+    new = OURS.replace("/usr/bin/true", "/usr/bin/false")
+    assert install(host, Systemctl(), text=new, owned_only=True)["changed"]
+    assert host["unit"].read_text() == new
+
+
+def test_a_candidate_unit_is_removed_only_when_the_collection_wrote_it(tmp_path):
+    foreign = tmp_path / "sshd-candidate.service"
+    foreign.write_text(FOREIGN)
+    run = Systemctl()
+    done = _unitfile.restore(run, "sshd-candidate.service", str(foreign), None, owned_only=True)
+    assert done["file"] == "foreign" and not done["changed"] and foreign.read_text() == FOREIGN
+    ours = tmp_path / "vllm-server-candidate.service"
+    ours.write_text(OURS)
+    done = _unitfile.restore(run, "vllm-server-candidate.service", str(ours), None, owned_only=True)
+    assert done["file"] == "removed" and not ours.exists()

@@ -73,7 +73,7 @@ def test_markdown_keeps_hostile_text_inside_its_cell():
     assert "m\\|x" in row
     assert len(re.findall(r"(?<!\\)\|", row)) == 13  # 12 cells: the escaped '|' does not open a 13th
     why = [line for line in text.splitlines() if line.startswith("- h1: FAILED")][0]
-    assert "line one line two \\| &lt;b>x&lt;/b> # heading" in why
+    assert "line one line two \\| \\<b>x\\</b> # heading" in why  # issue 31: '<' escaped as '\\<', not '&lt;'
     assert "\n# heading" not in text and "\nline two" not in text
 
 
@@ -233,3 +233,40 @@ def test_markdown_of_switch_and_nightly_records_together():
     assert md.index("## Why") < md.index("## Nightly check") < md.index("## Acceptance watch")
     # a report of switch records only is as it was
     assert "Acceptance watch" not in _report.markdown([REC], "t")
+
+
+# --------------------------------------------------------------------------- Markdown escaping (issue 31, item 8)
+
+def _commonmark_text(md_line):
+    """What a CommonMark reader shows of an inline text without markup: the backslash escapes taken."""
+    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", md_line)
+
+
+@pytest.mark.parametrize("draft", [
+    "org/head<script>alert(1)</script>",
+    "[click](javascript:alert(1))",
+    "![pixel](http://tracker.example/p.png)",
+    "**bold** _em_ `code` ~~strike~~",
+    "&lt;not-an-entity&gt; &amp;",
+    "# heading", "- item", "1. item", "> quote",
+    "a < b",
+])
+def test_markdown_values_are_neutralized_and_read_back_as_given(draft):
+    cell = _report.md_text(draft)
+    # No markup survives: every character that could open HTML, a link, an image, emphasis, code or an
+    # entity is escaped, and nothing at the start reads as a block (heading, list, quote).
+    assert not re.search(r"(?<!\\)[<\[\]!*_`~&|]", cell), cell
+    assert not re.match(r"[-+>#=]|[0-9]+[.)]", cell), cell
+    assert "&lt;" not in cell or draft.startswith("&lt;")
+    assert _commonmark_text(cell) == draft  # '<' shows as '<', never as '&lt;'
+
+
+def test_the_report_shows_draft_models_and_reasons_as_given():
+    rec = {"host": "h1", "engine": "vllm", "model": "m", "suite": "reasoning", "outcome": "rolled_back",
+           "label": "eagle3 k=3 draft=org/<b>head</b>", "reason": "speed-up x0.90 < x1.05 [link](http://x)",
+           "speedup": None, "baseline": None, "result": None}
+    text = _report.markdown([rec], "now")
+    row = [line for line in text.splitlines() if line.startswith("| h1 ")][0]
+    assert "&lt;" not in text
+    assert r"draft=org/\<b>head\</b>" in row
+    assert r"x0.90 \< x1.05 \[link\](http://x)" in text

@@ -57,3 +57,15 @@ def test_park_settings_refuse_production_own_unit_or_port_and_bad_values(extra, 
     values = dict(GOOD, park=True, server_unit="vllm-server.service", server_port=8000, **extra)
     with pytest.raises(_gate.GateError, match=match):
         _switch.settings(values)
+
+
+@pytest.mark.parametrize("unit", ["sshd.service", "systemd-journald.service",
+                                  "candidate.service", "getty@tty1.service"])
+def test_the_park_unit_is_only_a_name_of_the_collections_pattern(unit):
+    # issue 31, item 3: the park flow writes and later removes this unit; sshd.service must never be it
+    values = dict(GOOD, park=True, server_unit="vllm-server.service", server_port=8000, park_unit=unit)
+    with pytest.raises(_gate.GateError, match="spec_switch_park_unit must be a candidate unit of the collection's "
+                                              "pattern NAME-candidate.service"):
+        _switch.settings(values)
+    ok = _switch.settings(dict(values, park_unit="vllm-a-candidate.service"))
+    assert ok["park_unit"] == "vllm-a-candidate.service"

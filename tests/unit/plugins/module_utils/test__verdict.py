@@ -457,3 +457,14 @@ def test_a_stored_baseline_needs_samples_enough_requests_and_no_problems():
     assert out["usable"] is False and out["why"].startswith("the stored baseline cannot be judged: c=8 errors 10.0%")
     with pytest.raises(v.VerdictError, match="baseline max_age must be a number, not a boolean"):
         v.baseline_check(stored_baseline(), SETTINGS, True)
+
+
+def test_a_single_request_with_impossible_usage_makes_the_level_invalid():
+    # issue 31, item 11: spec_bench fails such a request as bad_usage; one is enough, whatever the error limit
+    cand = sampled(1, 199)
+    cand.update(errors=1, error_kinds={"bad_usage": 1})
+    out = v.decide(SAMPLED_BASE, run_of(cand))
+    assert (out["decision"], out["verdict"]) == ("rollback", "invalid")
+    assert out["invalid"] == [{"side": "candidate", "level": 1,
+                               "why": "1 request(s) with impossible token counts in the server's usage (bad_usage)"}]
+    assert v.decide(SAMPLED_BASE, run_of(sampled(1, 199)))["verdict"] != "invalid"
