@@ -17,8 +17,10 @@ systemd, and without this check the wait would poll a crash loop until the overa
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
+from urllib.parse import urlparse
 
 from ansible_collections.llmops.specdec.plugins.module_utils import _http, _secrets, _systemd
 
@@ -150,6 +152,80 @@ def engine_log_tail(run_command, unit, lines=5, scan=200):
     return tail
 
 
+# /proc/net/tcp{,6} rows of listening sockets: "sl local_address(hex ip:hex port) remote st ... inode".
+_TCP_LISTEN = '0A'
+_LOCAL_HOSTS = ('127.0.0.1', 'localhost', '::1', '0.0.0.0', '::')
+
+
+def port_listeners(port, proc='/proc'):
+    """Pids of the processes that hold a listening TCP socket on ``port`` (any address, v4 or v6)."""
+    inodes = set()
+    for table in ('net/tcp', 'net/tcp6'):
+        try:
+            with open(os.path.join(proc, table)) as f:
+                rows = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            cols = row.split()
+            if len(cols) > 9 and cols[3] == _TCP_LISTEN and int(cols[1].rsplit(':', 1)[1], 16) == int(port):
+                inodes.add('socket:[%s]' % cols[9])
+    if not inodes:
+        return []
+    pids = []
+    for name in os.listdir(proc):
+        if not name.isdigit():
+            continue
+        fd_dir = os.path.join(proc, name, 'fd')
+        try:
+            fds = os.listdir(fd_dir)
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(os.path.join(fd_dir, fd)) in inodes:
+                    pids.append(int(name))
+                    break
+            except OSError:
+                continue
+    return sorted(pids)
+
+
+def _in_cgroup(pid, cgroup, proc='/proc'):
+    """True when ``pid`` runs in ``cgroup`` (systemd's ControlGroup path) or below it, in any hierarchy."""
+    try:
+        with open(os.path.join(proc, str(pid), 'cgroup')) as f:
+            paths = [line.rstrip('\n').split(':', 2)[2] for line in f if line.count(':') >= 2]
+    except OSError:
+        return False
+    return any(path == cgroup or path.startswith(cgroup.rstrip('/') + '/') for path in paths)
+
+
+def listener_problem(run_command, unit, url, proc='/proc'):
+    """Why the server answering ``url`` on this host is not ``unit``'s own process (None: it is, or the URL
+    is not on this host). A candidate that never started must not look ready because another process holds
+    its port (a parked baseline's neighbour, a stray server), nor be benchmarked in its place."""
+    parsed = urlparse(url)
+    if unit is None or parsed.hostname not in _LOCAL_HOSTS:
+        return None
+    port = parsed.port or (443 if parsed.scheme == 'https' else 80)
+    cgroup = _systemd.show(run_command, unit, ['ControlGroup']).get('ControlGroup') or ''
+    if not cgroup:  # systemd names no control group (the unit runs nothing): nothing to compare with
+        return None
+    strangers = [pid for pid in port_listeners(port, proc) if not _in_cgroup(pid, cgroup, proc)]
+    if not strangers:
+        return None
+    names = []
+    for pid in strangers:
+        try:
+            with open(os.path.join(proc, str(pid), 'comm')) as f:
+                names.append('%d (%s)' % (pid, f.read().strip()))
+        except OSError:
+            names.append(str(pid))
+    return ('port %d is held by pid %s, not by a process of %s (%s): another server answers in its place'
+            % (port, ', '.join(names), unit, cgroup))
+
+
 def model_ids(body):
     """The model ids listed by an OpenAI-style /v1/models body; None when the body is not that."""
     try:
@@ -187,7 +263,7 @@ def probe_http(open_url, base_url, engine, model=None, timeout=10.0, api_key=Non
 
 def probe_cycle(open_url, run_command, url, engine, unit=None, model=None, timeout=30.0,
                 since_restarts=None, api_key=None, interval=POLL_INTERVAL, clock=time.monotonic,
-                sleep=time.sleep):
+                sleep=time.sleep, proc='/proc'):
     """Poll until ready or until ``timeout`` seconds pass; raise Crashed on a dead unit.
 
     Returns a dict: ready, msg, state (unit state dict or None), elapsed, probes. An api_key that
@@ -208,6 +284,9 @@ def probe_cycle(open_url, run_command, url, engine, unit=None, model=None, timeo
         probes += 1
         where = describe_state(state) if state else url
         if ready:
+            stranger = listener_problem(run_command, unit, url, proc) if unit else None
+            if stranger:
+                raise Crashed('%s answers %s, but %s' % (url, detail, stranger), state)
             return _result(True, 'ready: %s, %s' % (where, detail), state, clock() - t0, probes)
         if unit:
             # The engine may have died during the request; report that rather than the HTTP error.

@@ -282,3 +282,67 @@ def test_a_base_url_with_v1_probes_the_server_root():
     with EngineHTTP({"/health": [Reply(200)], "/v1/models": [Reply(200, models("m"))]}) as srv:
         assert cycle(srv.url + "/v1/", "vllm", timeout=0)["ready"] is True
     assert srv.paths() == ["/health", "/v1/models"]
+
+
+# --- the answer must come from the unit's own process (issue 31 item 2) ------------------------------
+
+def _fake_proc(tmp_path, port, listeners):
+    """A /proc with one listening socket on PORT per (pid, cgroup path) in LISTENERS, plus a non-listener."""
+    proc = tmp_path / "proc"
+    (proc / "net").mkdir(parents=True)
+    head = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
+    rows = ["   %d: 0100007F:%04X 00000000:0000 0A 00000000:00000000 00:00000000 00000000   999        0 %d 1"
+            % (i, port, 9000 + i) for i in range(len(listeners))]
+    rows.append("   9: 0100007F:%04X 0100007F:D431 01 00000000:00000000 00:00000000 00000000   999        0 8999 1"
+                % port)  # an established connection to the port: not a listener
+    (proc / "net" / "tcp").write_text(head + "\n".join(rows) + "\n")
+    (proc / "net" / "tcp6").write_text(head)
+    for i, (pid, cgroup) in enumerate(listeners + [(77, "/user.slice")]):
+        (proc / str(pid) / "fd").mkdir(parents=True)
+        (proc / str(pid) / "fd" / "3").symlink_to("socket:[%d]" % (9000 + i if pid != 77 else 8999))
+        (proc / str(pid) / "cgroup").write_text("1:name=systemd:%s\n0::%s\n" % (cgroup, cgroup))
+        (proc / str(pid) / "comm").write_text("python3\n")
+    return str(proc)
+
+
+UNIT_CG = "/system.slice/vllm-server-candidate.service"
+
+
+def test_port_listeners_reads_listening_sockets_only(tmp_path):
+    proc = _fake_proc(tmp_path, 8001, [(42, UNIT_CG), (43, UNIT_CG)])
+    assert _ready.port_listeners(8001, proc) == [42, 43]
+    assert _ready.port_listeners(8000, proc) == []
+
+
+def test_the_units_own_listener_is_no_problem(tmp_path):
+    proc = _fake_proc(tmp_path, 8001, [(42, UNIT_CG)])
+    systemctl = FakeSystemctl(ControlGroup=UNIT_CG)
+    assert _ready.listener_problem(systemctl, "vllm-server-candidate.service", "http://127.0.0.1:8001", proc) is None
+    # Not on this host, or no unit: nothing to check.
+    assert _ready.listener_problem(systemctl, "u.service", "http://10.0.0.5:8001", proc) is None
+    assert _ready.listener_problem(systemctl, None, "http://127.0.0.1:8001", proc) is None
+
+
+def test_another_process_on_the_candidates_port_is_named(tmp_path):
+    proc = _fake_proc(tmp_path, 8001, [(4711, "/system.slice/stray.service")])
+    why = _ready.listener_problem(FakeSystemctl(ControlGroup=UNIT_CG), "vllm-server-candidate.service",
+                                  "http://127.0.0.1:8001", proc)
+    assert why.startswith("port 8001 is held by pid 4711 (python3), not by a process of vllm-server-candidate.service")
+
+
+def test_a_candidate_is_not_ready_when_another_server_answers_on_its_port(tmp_path):
+    """A stray server on the candidate's port answers /health and /v1/models: readiness must not take it."""
+    with EngineHTTP({"/health": [Reply(200)], "/v1/models": [Reply(200, models("m"))]}) as srv:
+        port = int(srv.url.rsplit(":", 1)[1])
+        proc = _fake_proc(tmp_path, port, [(4711, "/system.slice/stray.service")])
+        with pytest.raises(_ready.Crashed) as err:
+            cycle(srv.url, "vllm", model="m", timeout=0, unit="vllm-server-candidate.service",
+                  run_command=FakeSystemctl(ControlGroup=UNIT_CG), proc=proc)
+    assert "another server answers in its place" in err.value.msg
+    # The same server as the unit's own process is ready.
+    with EngineHTTP({"/health": [Reply(200)], "/v1/models": [Reply(200, models("m"))]}) as srv:
+        port = int(srv.url.rsplit(":", 1)[1])
+        proc = _fake_proc(tmp_path / "own", port, [(42, UNIT_CG)])
+        res = cycle(srv.url, "vllm", model="m", timeout=0, unit="vllm-server-candidate.service",
+                    run_command=FakeSystemctl(ControlGroup=UNIT_CG), proc=proc)
+    assert res["ready"] is True
