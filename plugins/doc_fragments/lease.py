@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) 2026, llmops.specdec developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The ``lease`` option of the modules that wait on the host (engine_ready, spec_bench, gpu_reclaim).
+"""The ``lease`` option of the modules that renew it from the controller's tasks (engine_ready,
+spec_bench_wait, gpu_reclaim). spec_bench documents its own: it watches the lease and never renews it.
 
 Its argument spec is ``module_utils._lease.LEASE_ARGSPEC``; keep the two in step.
 """
@@ -14,9 +15,13 @@ class ModuleDocFragment:
 options:
   lease:
     description:
-      - The switch's lease on the host's guard (P(llmops.specdec.switch_guard#module)). While the module waits, it
-        extends the guard's deadline to now + O(lease.ttl) at its start and every third of O(lease.ttl), so the
-        guard restores the previous configuration within about one O(lease.ttl) of a lost controller.
+      - The switch's lease on the host's guard (P(llmops.specdec.switch_guard#module)). The module extends the
+        guard's deadline to now + O(lease.ttl) when it starts, so each task (each retry of a task in an C(until)
+        loop) the controller runs is one renewal, and the guard restores the previous configuration within one
+        O(lease.ttl) of a lost controller. Keep one call shorter than O(lease.ttl).
+      - P(llmops.specdec.gpu_reclaim#module) also renews it every third of O(lease.ttl) while it stops and
+        verifies (a step bounded by its own timeouts, which the guard's restore must not race), and once more
+        when it ends.
       - When the guard is gone or belongs to another run (it restored the host), the module says so in
         RV(lease_lost) and fails.
     type: dict

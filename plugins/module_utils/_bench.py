@@ -127,8 +127,7 @@ def _prime(transport, url, concurrency, watchdog):
 
 
 def _not_started_detail(watchdog):
-    seconds = watchdog.run_timeout_s if watchdog is not None else None
-    return 'not started: run_timeout of %g s reached' % seconds if seconds else 'not started'
+    return 'not started: %s' % watchdog.run_end_why() if watchdog is not None else 'not started'
 
 
 def _run_threads(target, n):
@@ -172,12 +171,14 @@ def _level_not_run(conc, requests, detail, probe):
     return level
 
 
-def run_benchmark(cfg, transport=None):
+def run_benchmark(cfg, transport=None, on_start=None):
     """Run every concurrency level of cfg (a dict of the module's options, prompts resolved).
 
     cfg keys: url, api, model, prompts [(category, text)], max_tokens, concurrency, requests,
     warmup, ignore_eos, metrics, temperature, chunk_usage, timeout, request_timeout, run_timeout,
-    max_samples, per_request, validate_certs, use_proxy, api_key. Returns the `bench` result;
+    max_samples, per_request, validate_certs, use_proxy, api_key. ``on_start(end_run)``, when given, is called
+    once the run's clock starts, with a function that ends the run early from another thread (the
+    lease watch of ``_lease.Watch``). Returns the `bench` result;
     raises BenchError when the run cannot start (its message scrubbed of the key, as the result is).
     """
     api_key = cfg.get('api_key')
@@ -187,13 +188,13 @@ def run_benchmark(cfg, transport=None):
     except _secrets.BadHeaderValue as exc:
         raise BenchError(str(exc)) from None
     try:
-        bench = _run(cfg, transport, headers)
+        bench = _run(cfg, transport, headers, on_start)
     except BenchError as exc:
         raise BenchError(_secrets.scrub(str(exc), secrets)) from None
     return _secrets.scrub(bench, secrets)
 
 
-def _run(cfg, transport, headers):
+def _run(cfg, transport, headers, on_start=None):
     t_start = time.perf_counter_ns()
     stall = limit(cfg, 'timeout')
     run_timeout = limit(cfg, 'run_timeout')
@@ -209,6 +210,8 @@ def _run(cfg, transport, headers):
     if not prompts:
         raise BenchError('no prompts to send')
     watchdog = _bench_stream.Watchdog(limit(cfg, 'request_timeout'), run_timeout)
+    if on_start is not None:
+        on_start(watchdog.end_run)
     try:
         model = cfg.get('model') or discover_model(transport, cfg['url'], watchdog.bound(stall))
         metrics = cfg.get('metrics') or 'auto'
@@ -272,7 +275,7 @@ def _levels(cfg, transport, watchdog, model, metrics):
             level['per_request'] = [_bench_stats.request_row(r, t0) for r in results]
         cut = cut or bool(level['error_kinds'].get('deadline'))
         if watchdog.run_over():
-            level['acceptance'] = probe.skipped('not read: run_timeout reached')
+            level['acceptance'] = probe.skipped('not read: %s' % watchdog.run_end_why())
             cut = cut or probe.kind in ('vllm', 'sglang')
         else:
             level['acceptance'] = probe.finish(watchdog.bound(stall))

@@ -122,7 +122,7 @@ class Guard:
     def detail(self, kept_bytes):
         w = self.watchdog
         if self.reason == 'deadline':
-            return 'run_timeout of %g s reached while the request ran (%d bytes received)' % (w.run_timeout_s, kept_bytes)
+            return '%s while the request ran (%d bytes received)' % (w.run_end_why(), kept_bytes)
         return 'request_timeout: not complete %g s after it started (%d bytes received)' % (w.request_timeout_s, kept_bytes)
 
 
@@ -145,6 +145,7 @@ class Watchdog:
         self._active = set()
         self._wake_ns = None
         self._stopped = False
+        self.ended = None             # why end_run() ended the run before run_timeout, or None
         self._thread = threading.Thread(target=self._loop, name='spec-bench-watchdog', daemon=True)
         self._thread.start()
 
@@ -176,6 +177,24 @@ class Watchdog:
     def release(self, guard):
         with self.cond:
             self._active.discard(guard)
+
+    def run_end_why(self):
+        """What ended (or ends) the run: ``end_run``'s reason, or the run_timeout."""
+        if self.ended:
+            return self.ended
+        return 'run_timeout of %g s reached' % self.run_timeout_s if self.run_timeout_s else 'run ended'
+
+    def end_run(self, why='run ended early'):
+        """End the run now, from another thread (the guard's lease ran out): the run's deadline becomes now,
+        so the requests running are ended and those not started are not sent, as at ``run_timeout``."""
+        with self.cond:
+            self.ended = self.ended or why
+            now = self.clock()
+            if self.run_deadline_ns is None or self.run_deadline_ns > now:
+                self.run_deadline_ns = now
+            for g in self._active:
+                g.deadline_ns, g.reason = min(g.deadline_ns, now), 'deadline'
+            self.cond.notify()
 
     def stop(self):
         with self.cond:

@@ -166,6 +166,29 @@ options:
       - Add each measured request's own figures to its level as RV(bench.levels[].per_request).
     type: bool
     default: false
+  lease:
+    description:
+      - The switch's lease on the host's guard (P(llmops.specdec.switch_guard#module)). The module never renews it;
+        only the controller's liveness may (P(llmops.specdec.spec_bench_wait#module), one renewal per cycle, while
+        this module runs with C(async) and C(poll=0)).
+      - The module reads the guard's state file when it starts and every second while it runs. Once the lease has
+        run out (the deadline passed, the guard restores or restored the host, another run owns it) it ends the
+        requests still running, sends no more, and fails with RV(lease_lost) and the figures it had. A lease
+        already lost at the start fails at once with nothing measured.
+    type: dict
+    suboptions:
+      statefile:
+        description: The guard's state file (C(<state_dir>/guard/<unit>.json)).
+        type: path
+        required: true
+      run_id:
+        description: The run that armed the guard.
+        type: str
+        required: true
+      ttl:
+        description: Seconds each renewal grants (not used by this module, which never renews).
+        type: float
+        required: true
 attributes:
   check_mode:
     support: partial
@@ -182,7 +205,6 @@ attributes:
 extends_documentation_fragment:
   - llmops.specdec._attributes
   - llmops.specdec.engine_api
-  - llmops.specdec.lease
 notes:
   - "Bounded: besides the three time limits, each request keeps at most 1 MiB plus 4 KiB per O(max_tokens) of
     response and each SSE event at most 1 MiB; a longer response or an event that never ends is abandoned
@@ -229,8 +251,10 @@ EXAMPLES = r"""
 
 RETURN = r"""
 lease_lost:
-  description: Why the lease on the host's guard could not be renewed (the guard restored the host, or another run owns it).
-  returned: when O(lease) was given and a renewal failed
+  description:
+    - Why the lease on the host's guard ran out (its deadline passed, the guard restores or restored the host, or
+      another run owns it). The benchmark then stopped, and the module failed with the figures it had.
+  returned: when O(lease) was given and it ran out before the benchmark ended
   type: str
 bench:
   description: The benchmark result.
@@ -632,15 +656,26 @@ def main():
         module.fail_json(msg='max_samples must be at least 0, got %d' % p['max_samples'])
 
     cfg = dict(p, prompts=_prompts(module))
-    try:
-        with _lease.Heartbeat(p['lease']) as heartbeat:
-            bench = _bench.run_benchmark(cfg)
-    except _bench.BenchError as exc:
-        module.fail_json(msg='spec_bench against %s: %s' % (p['url'], to_native(exc)), changed=False)
-    if heartbeat.lost:
-        module.fail_json(msg="spec_bench against %s: the lease on the host's guard was lost, the host is being restored "
-                             "to its previous configuration: %s" % (p['url'], heartbeat.lost),
-                         lease_lost=heartbeat.lost, bench=bench, changed=False)
+    lost_msg = ("spec_bench against %s: the lease on the host's guard ran out, the benchmark stopped and the host is "
+                "being restored to its previous configuration: %s")
+    # The lease is the controller's to renew (spec_bench_wait, one renewal per cycle); the benchmark only
+    # watches it, and ends its requests once it is lost.
+    with _lease.Watch(p['lease']) as watch:
+        if watch.lost:
+            module.fail_json(msg=lost_msg % (p['url'], watch.lost) + '; nothing was measured',
+                             lease_lost=watch.lost, changed=False)
+        try:
+            ends = {}
+            if p['lease']:
+                ends['on_start'] = lambda end_run: watch.on_lost(lambda why: end_run("the lease on the host's guard ran out"))
+            bench = _bench.run_benchmark(cfg, **ends)
+        except _bench.BenchError as exc:
+            if watch.lost:
+                module.fail_json(msg=lost_msg % (p['url'], watch.lost) + ' (%s)' % to_native(exc),
+                                 lease_lost=watch.lost, changed=False)
+            module.fail_json(msg='spec_bench against %s: %s' % (p['url'], to_native(exc)), changed=False)
+    if watch.lost:
+        module.fail_json(msg=lost_msg % (p['url'], watch.lost), lease_lost=watch.lost, bench=bench, changed=False)
 
     changed = False
     if p['output'] and not module.check_mode:

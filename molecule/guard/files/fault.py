@@ -11,7 +11,9 @@ FAULT, and watches until the host's guard has put production back and it answers
           loading), bench (candidate serving, the benchmark running), rollback (the candidate lost and
           production's unit is back, loading again), parked (spec_switch_park: the baseline parked and the
           candidate's own unit beside it installed)
-  faults: kill (SIGKILL to ansible-playbook and its workers), int (SIGINT, as Ctrl-C), link (the host's
+  faults: kill (SIGKILL to every process of the run: ansible-playbook, its workers, which call setsid() and
+          so are outside its process group, their ssh, and the run's ssh ControlMasters; the JSON's `killed`
+          says how many it reached and lists any survivor), int (SIGINT, as Ctrl-C), link (the host's
           network link taken down on the controller side: SSH cut), reboot (the host reboots), stop
           (SIGSTOP to ansible-playbook, its workers and their ssh: the controller is alive but frozen; once the guard
           has put production back and it answers, SIGCONT, and the playbook finishes, within --resume-timeout)
@@ -29,17 +31,19 @@ guard's history record, the playbook's exit code. molecule/guard asserts on it a
 bench/guard_faults.py runs it per fault for the figures in bench/README.md.
 Usage: fault.py --host NAME --address IP --key KEY --inventory INV --unit UNIT --port PORT
                 --stage STAGE --fault FAULT [--veth VETH] [--extra JSON] [--timeout S] [--log FILE]
-                [--resume-timeout S]
+                [--resume-timeout S] [--in-module]
 """
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import shlex
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 PROBE = r"""
@@ -88,7 +92,7 @@ def probe(args):
     return json.loads(out.stdout)
 
 
-def reached(stage, seen, p, prod, fault=None):
+def reached(stage, seen, p, prod, fault=None, in_module=False):
     if p is None:
         return False
     if stage == "after_reclaim":
@@ -98,7 +102,8 @@ def reached(stage, seen, p, prod, fault=None):
     if stage == "bench":
         # A frozen controller must be frozen with spec_bench running, not before it was sent (its next step
         # would be the benchmark), nor after the benchmark (the next step would have started already).
-        return p["sha"] != prod and p["health"] == 200 and (p["bench"] or fault != "stop")
+        # --in-module asks the same of any fault (a fault during a long benchmark, not at its start).
+        return p["sha"] != prod and p["health"] == 200 and (p["bench"] or (fault != "stop" and not in_module))
     if stage == "rollback":
         return seen.get("candidate") and p["guard"] and p["sha"] == prod and p["health"] != 200
     if stage == "parked":
@@ -163,6 +168,41 @@ def freeze(pid, timeout=5.0):
         time.sleep(0.05)
 
 
+def control_masters(control_dir, procs):
+    """The ssh ControlPersist masters of this run: they daemonize (not in the tree), and their title names
+    their socket, which lies in the run's own ANSIBLE_SSH_CONTROL_PATH_DIR."""
+    found = set()
+    for pid in procs:
+        try:
+            with open("/proc/%d/cmdline" % pid, "rb") as handle:
+                cmdline = handle.read().replace(b"\0", b" ").decode("utf-8", "replace")
+        except OSError:
+            continue
+        if control_dir in cmdline and cmdline.startswith("ssh"):
+            found.add(pid)
+    return found
+
+
+def kill_run(pid, control_dir):
+    """SIGKILL every process of the run, as a dead machine would lose them: ansible-playbook, its workers
+    (setsid(): outside its group), their ssh, and the ssh ControlMasters of this run. Frozen first, so that
+    nothing of the run starts anything while it is killed. Says how many it reached and what survived."""
+    seen, stopped = freeze(pid)
+    procs = processes()
+    members = tree(pid, procs) | stopped
+    masters = control_masters(control_dir, procs)
+    for member in sorted(members | masters):
+        try:
+            os.kill(member, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    time.sleep(0.5)
+    procs = processes()
+    survivors = sorted(p for p in members | masters if p in procs and procs[p][0] not in ("Z", "X"))
+    return {"processes": len(members), "outside_group": seen["outside_group"], "control_masters": len(masters),
+            "survivors": survivors}
+
+
 def thaw(pid, stopped):
     """SIGCONT what freeze() stopped, ansible-playbook last."""
     for member in sorted(stopped - {pid}) + [pid]:
@@ -193,6 +233,8 @@ def main():
     ap.add_argument("--extra", default="{}")
     ap.add_argument("--timeout", type=float, default=300)
     ap.add_argument("--log", default="/dev/null")
+    ap.add_argument("--in-module", action="store_true",
+                    help="--stage bench: wait until spec_bench runs on the host, whatever the fault")
     ap.add_argument("--resume-timeout", type=float, default=240,
                     help="--fault stop: how long the playbook may take to finish once resumed")
     args = ap.parse_args()
@@ -208,11 +250,14 @@ def main():
     prod = first["sha"]
     if os.path.dirname(args.log):
         os.makedirs(os.path.dirname(args.log), exist_ok=True)
+    # The run's own ssh ControlMasters: a socket directory of its own, so that --fault kill finds them.
+    control_dir = tempfile.mkdtemp(prefix="fault-cp-")
+    env = dict(os.environ, ANSIBLE_SSH_CONTROL_PATH_DIR=control_dir)
     with open(args.log, "w") as log:
         play = subprocess.Popen(
             [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", args.inventory, "--limit",
              args.host, "playbooks/switch_spec.yml", "-e", "method=ngram", "-e", args.extra],
-            cwd=root, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+            cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     out = {"stage": args.stage, "fault": args.fault, "host": args.host, "reached": False}
     seen = {}
     start = time.time()
@@ -220,7 +265,7 @@ def main():
         p = probe(args)
         if p and p["sha"] and p["sha"] != prod:
             seen["candidate"] = True
-        if reached(args.stage, seen, p, prod, args.fault):
+        if reached(args.stage, seen, p, prod, args.fault, args.in_module):
             out["reached"] = True
             break
         time.sleep(0.2)
@@ -229,13 +274,13 @@ def main():
         out.update(error="stage %s not reached (playbook rc %s)" % (args.stage, play.poll()))
         print(json.dumps(out))
         return 1
-    if args.stage == "bench" and args.fault != "stop":
+    if args.stage == "bench" and args.fault != "stop" and not args.in_module:
         time.sleep(1.5)  # into the benchmark, not at its first request
 
     out["fault_at"] = time.time()
     frozen = set()  # what --fault stop stopped, to continue it
     if args.fault == "kill":
-        os.killpg(play.pid, signal.SIGKILL)
+        out["killed"] = kill_run(play.pid, control_dir)
     elif args.fault == "int":
         os.killpg(play.pid, signal.SIGINT)
     elif args.fault == "link":
@@ -278,6 +323,11 @@ def main():
     out["history"] = history_tail(args)
     guard = next((r for r in reversed(out["history"]) if r.get("outcome") == "restored_by_guard"), None)
     out["guard_record"] = guard
+    # The guard's own view (the host's clock is this machine's): from the fault until the restored production
+    # answered its readiness probe. Unlike down_s, a fault that cuts the link does not hide it.
+    if guard and guard.get("ready_at"):
+        ready_at = datetime.datetime.strptime(guard["ready_at"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=datetime.timezone.utc)
+        out["guard_ready_s"] = round(ready_at.timestamp() - out["fault_at"], 2)
     # Seen from outside: the first probe that found production's unit active and /health answering
     # (0.2 s polls plus one SSH round trip late at most). The host's clock is this machine's.
     ready = out.get("answering_seen_at")

@@ -8,6 +8,7 @@ The module talks real HTTP to a scripted SSE server on 127.0.0.1.
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 import yaml
@@ -233,3 +234,66 @@ def test_the_key_is_in_no_output_even_when_the_server_echoes_it():
     out.pop('_no_log_values')   # what Ansible masks with, not output
     assert key not in json.dumps(out, default=str)
     assert res['bench']['levels'][0]['error_kinds'] == {'http_4xx': 1}
+
+
+def _guard_state(tmp_path, deadline_in, run_id='run-a'):
+    from ansible_collections.llmops.specdec.plugins.module_utils import _guard
+    path = tmp_path / 'guard' / 'vllm-server.service.json'
+    path.parent.mkdir(mode=0o700, exist_ok=True)
+    path.write_text(json.dumps({'version': _guard.STATE_VERSION, 'run_id': run_id, 'unit': 'vllm-server.service',
+                                'phase': _guard.PHASE_ARMED, 'deadline': time.time() + deadline_in, 'renewals': 0}))
+    return path
+
+
+def test_the_benchmark_never_renews_the_lease_and_stops_when_it_runs_out(tmp_path):
+    """Issue 31: only the controller renews the lease; a benchmark that would run for a minute stops once
+    the guard's deadline passes, with lease_lost and the figures it had."""
+    statefile = _guard_state(tmp_path, 1.5)
+    before = json.loads(statefile.read_text())
+    trickle = [('head',), ('trickle', completion_event(' x'), 0.3, 60)]
+    with SSEServer([trickle]) as srv:
+        t0 = time.monotonic()
+        res = run({'url': srv.url, 'model': 'm', 'prompts': ['a'], 'max_tokens': 2, 'requests': 1, 'warmup': 0,
+                   'metrics': 'none', 'run_timeout': 20,
+                   'lease': {'statefile': str(statefile), 'run_id': 'run-a', 'ttl': 600}}, expect=FailJson)
+        took = time.monotonic() - t0
+    assert json.loads(statefile.read_text()) == before  # not renewed, not even once
+    assert 1.4 < took < 5
+    assert 'deadline' in res['lease_lost'] and 'without a renewal from the controller' in res['lease_lost']
+    assert res['msg'].startswith("spec_bench against %s: the lease on the host's guard ran out" % srv.url)
+    level = res['bench']['levels'][0]
+    assert level['error_kinds'] == {'deadline': 1}
+    assert "the lease on the host's guard ran out while the request ran" in level['first_error']
+
+
+@pytest.mark.parametrize('change, why', [('gone', 'no guard is armed'), ('other', 'belongs to run run-b'),
+                                         ('late', 'passed')])
+def test_a_lease_already_lost_measures_nothing(tmp_path, change, why):
+    statefile = _guard_state(tmp_path, -1 if change == 'late' else 60, run_id='run-b' if change == 'other' else 'run-a')
+    if change == 'gone':
+        statefile.unlink()
+    with SSEServer([simple_plan(2)]) as srv:
+        res = run({'url': srv.url, 'model': 'm', 'prompts': ['a'], 'max_tokens': 2, 'requests': 1, 'warmup': 0,
+                   'metrics': 'none', 'lease': {'statefile': str(statefile), 'run_id': 'run-a', 'ttl': 60}},
+                  expect=FailJson)
+        assert srv.posts == []
+    assert why in res['lease_lost'] and 'bench' not in res
+    assert res['msg'].endswith('; nothing was measured')
+
+
+def test_a_lease_held_by_the_controller_lets_the_benchmark_finish(tmp_path):
+    statefile = _guard_state(tmp_path, 60)
+    with SSEServer([simple_plan(2)]) as srv:
+        res = run({'url': srv.url, 'model': 'm', 'prompts': ['a'], 'max_tokens': 2, 'requests': 1, 'warmup': 0,
+                   'metrics': 'none', 'lease': {'statefile': str(statefile), 'run_id': 'run-a', 'ttl': 60}})
+    assert 'lease_lost' not in res and res['bench']['ok'] == 1
+
+
+def test_the_lease_option_is_documented_as_watched_with_the_shared_suboptions():
+    from ansible_collections.llmops.specdec.plugins.module_utils import _lease
+    doc = yaml.safe_load(spec_bench.DOCUMENTATION)
+    assert 'llmops.specdec.lease' not in doc['extends_documentation_fragment']  # that one renews
+    lease = doc['options']['lease']
+    assert lease['type'] == 'dict' and 'never renews' in ' '.join(lease['description'])
+    assert {k: (v['type'], v.get('required', False)) for k, v in lease['suboptions'].items()} == {
+        k: (v['type'], v.get('required', False)) for k, v in _lease.LEASE_ARGSPEC['options'].items()}
