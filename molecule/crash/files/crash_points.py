@@ -18,7 +18,8 @@ nspawn and the whole guest at once, no shutdown path, then the same root boots a
 - the history's last line is JSON, and a crash between arm and confirm left a `restored_by_guard` record
   with `why: boot`.
 
-Events, in the order of a switch that rolls back (the default suite on the mock): arm (the guard's state
+Events, in the order of a switch that rolls back (the default suite on the mock): lock (the switch took the
+lock, the guard not armed yet), arm (the guard's state
 file appears), state_write (it is rewritten: a renewal, a new inode), reclaim (production's processes gone,
 its unit file untouched), unit_write (the unit file changes: the candidate's, then production's again on the
 rollback), candidate_start (the candidate's processes appear), candidate_ready (/health 200 from it), bench
@@ -44,9 +45,9 @@ import sys
 import threading
 import time
 
-# Default kill points: (event, occurrence, delay in seconds). 24 cases over the whole switch.
+# Default kill points: (event, occurrence, delay in seconds). 25 cases over the whole switch.
 CASES = [
-    ("arm", 1, 0.0), ("arm", 1, 0.1), ("state_write", 1, 0.0), ("state_write", 2, 0.0), ("state_write", 3, 0.0),
+    ("lock", 1, 0.0), ("arm", 1, 0.0), ("arm", 1, 0.1), ("state_write", 1, 0.0), ("state_write", 2, 0.0), ("state_write", 3, 0.0),
     ("reclaim", 1, 0.0), ("reclaim", 1, 0.15),
     ("unit_write", 1, 0.0), ("unit_write", 1, 0.05),
     ("candidate_start", 1, 0.0), ("candidate_start", 1, 0.25), ("candidate_ready", 1, 0.0),
@@ -214,7 +215,7 @@ def stage_of(s, prod, seen):
 
 
 # What the host must still show for a kill after EVENT to have landed where the case meant it.
-LANDS = {"arm": {"armed"}, "state_write": {"armed", "reclaim", "unit_written", "candidate_start", "candidate_ready"},
+LANDS = {"lock": {"unarmed"}, "arm": {"armed"}, "state_write": {"armed", "reclaim", "unit_written", "candidate_start", "candidate_ready"},
          "reclaim": {"reclaim"}, "unit_write": {"unit_written", "rollback_unit_written"},
          "candidate_start": {"candidate_start"}, "candidate_ready": {"candidate_ready"}, "bench": {"bench"},
          "state_write_bench": {"bench"}, "bench_end": {"bench_end", "candidate_stopped", "rollback_unit_written"},
@@ -227,6 +228,8 @@ def events(prev, s, prod, seen):
     out = []
     if prev is None:
         return out
+    if s["lock"] and not prev["lock"] and not seen.get("lock"):
+        out.append("lock")
     if s["guard"] and not prev["guard"]:
         out.append("arm")
     elif s["guard"] and prev["guard"] and s["guard"] != prev["guard"]:
@@ -325,7 +328,9 @@ def run_case(root, args, host, case, log_path):
     out["stage_before_kill"] = stage_of(last, prod, seen)
     out["landed"] = out["stage_before_kill"] in LANDS[event]
     out["kill_at"], out["crash"], err = crash(root, host)
-    out["seconds_event_to_kill"] = round(out["kill_at"] - out.get("event_at", out["kill_at"]), 3)
+    # From the sample that showed the event (host clock: this machine's) to the first SIGKILL.
+    kill_sent = (out["crash"] or {}).get("kill_at", out["kill_at"])
+    out["seconds_event_to_kill"] = round(kill_sent - out.get("event_at", kill_sent), 3)
     # Samples that arrived while crash was starting are still from before the kill (the guest died with it).
     reader_done.wait(10)
     last = samples[-1] if samples else None
@@ -352,11 +357,11 @@ def run_case(root, args, host, case, log_path):
         time.sleep(0.3)
     out["seconds_boot_to_serving"] = round(time.time() - t0, 2)
     out["after"] = after
-    out["ok"], out["why"] = judge(out, after, prod, seen, last)
+    out["ok"], out["why"] = judge(out, after, prod, seen, last, first["history_lines"])
     return out
 
 
-def judge(case, after, prod, seen, last):
+def judge(case, after, prod, seen, last, lines_before):
     """(ok, reasons it is not)."""
     why = []
     if after is None:
@@ -382,7 +387,9 @@ def judge(case, after, prod, seen, last):
         why.append("a lock is there after the boot")
     armed = last is not None and bool(last["guard"])
     rec = after.get("history_last") or {}
-    case["guard_restored_at_boot"] = rec.get("outcome") == "restored_by_guard" and rec.get("why") == "boot"
+    # Only a record this case added counts (the last line may be an earlier case's).
+    case["guard_restored_at_boot"] = after["history_lines"] > lines_before and \
+        rec.get("outcome") == "restored_by_guard" and rec.get("why") == "boot"
     if armed and not case["guard_restored_at_boot"]:
         why.append("killed with the guard armed, but the last record is %s/%s, not restored_by_guard/boot"
                    % (rec.get("outcome"), rec.get("why")))
