@@ -14,7 +14,9 @@
   that also returns the text the file held (as ``read_text`` gives it), from the one read that compared it.
 - ``read_text(path) -> str | None``: the text of the regular file at path (for a diff's "before").
 - ``copy_if_changed(src, dest, mode=0o600) -> bool``: ``write_if_changed`` with the bytes of ``src``.
-- ``append_lines(path, lines, mode=0o644) -> bool``: adds lines to a log such as ``history.jsonl``.
+- ``append_lines(path, lines, mode=0o644) -> bool``: adds lines to a log such as ``history.jsonl`` (one write,
+  then fsync).
+- ``remove(path) -> bool``: unlinks a file and flushes its directory (the removal survives a crash).
 - ``sha256_file(path) -> str``: the hex SHA-256 of a file, read in blocks.
 
 Standard library only: modules ship this to the target.
@@ -28,7 +30,8 @@ import os
 import stat
 import tempfile
 
-__all__ = ["write_atomic", "write_if_changed", "update", "read_text", "copy_if_changed", "append_lines", "sha256_file"]
+__all__ = ["write_atomic", "write_if_changed", "update", "read_text", "copy_if_changed", "append_lines", "remove",
+           "sha256_file"]
 
 
 def _as_bytes(data):
@@ -133,13 +136,40 @@ def copy_if_changed(src, dest, mode=0o600):
 
 
 def append_lines(path, lines, mode=0o644):
-    """Append each of ``lines`` (text, one per line) to ``path``, created with ``mode``; return whether it changed."""
+    """Append each of ``lines`` (text, one per line) to ``path``, created with ``mode``; return whether it changed.
+
+    One ``write(2)`` on an ``O_APPEND`` descriptor (concurrent writers never interleave inside a line), then
+    ``fsync``; a new file's directory is flushed too, so the line survives a crash once this returns.
+    """
     lines = list(lines)
     if not lines:
         return False
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, mode)
-    with os.fdopen(fd, "ab") as f:
-        f.write(b"".join(_as_bytes(line.rstrip("\n") + "\n") for line in lines))
+    data = b"".join(_as_bytes(line.rstrip("\n") + "\n") for line in lines)
+    created = not os.path.exists(path)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, mode)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    if created:
+        _fsync_dir(os.path.dirname(os.path.abspath(path)))
+    return True
+
+
+def remove(path):
+    """Remove the file at ``path`` and flush its directory, so the removal survives a crash; return whether it was there.
+
+    The guard's state file is removed by a confirm: a removal lost to a power cut would bring the file back,
+    and the boot unit would then restore a configuration the controller had confirmed away.
+    """
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        return False
+    _fsync_dir(os.path.dirname(os.path.abspath(path)))
     return True
 
 

@@ -597,8 +597,7 @@ def arm(params, run_command_, check_mode=False, clock=time.time, systemd_run="sy
                           state["timings"]["poll"], params["run_id"], systemd_run)
         except GuardError as exc:
             if not existing:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(statefile)
+                _files.remove(statefile)
             raise GuardError("%s; the guard is %s, nothing was stopped" % (
                 exc.msg, "not armed" if not existing else "armed without a watcher"))
         result["changed"] = True
@@ -670,7 +669,7 @@ def confirm(statefile, run_id, run_command_, force=False, history=None, unit=Non
                              "nothing to confirm" % (state.get("unit"), state.get("phase"),
                                                      state.get("restoring_since")), state=state)
         if not check_mode:
-            os.unlink(statefile)
+            _files.remove(statefile)
     if not check_mode:
         # Gone already is fine: the watcher exits by itself within one poll once the file is gone.
         run_command_(["systemctl", "stop", state.get("watcher") or watcher_name(state["unit"])])
@@ -920,8 +919,7 @@ def restore(statefile, state, why, run_command_=run_command, clock=time.time, sl
             except OSError as exc:
                 log("lock %s: %s" % (state["lock_path"], exc), 3)
         with _lock.flocked(_flock_path(statefile)):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(statefile)
+            _files.remove(statefile)
         log("%s: %s" % (rec["outcome"], reason), 6 if ok else 3)
         return 0 if ok else EXIT_RESTORE_FAILED
 
@@ -1027,8 +1025,7 @@ def watch(statefile, poll=1.0, run_command_=run_command, clock=time.time, sleep=
                 reason = "%d restore attempts did not finish (the watcher crashed); restore by hand" % MAX_ATTEMPTS
                 append_history(state["history"], {"at": iso(clock()), "unit": state["unit"], "run_id": state["run_id"],
                                                   "outcome": OUTCOME_FAILED, "why": state["why"], "reason": reason})
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(statefile)
+                _files.remove(statefile)
                 log(reason, 3)
                 return EXIT_RESTORE_FAILED
             return restore(statefile, state, state["why"], run_command_, clock, sleep, reclaim_kw)

@@ -244,11 +244,7 @@ def archive(src, directory, unit, keep=5, now=None):
         except FileNotFoundError:
             pass
     entries = entries[:keep]
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(entries, f, indent=1)
-    os.chmod(tmp, 0o600)
-    os.replace(tmp, path)
+    _files.write_atomic(path, json.dumps(entries, indent=1), 0o600)
     return {"path": os.path.join(directory, name), "sha256": digest, "pruned": pruned, "changed": True}
 
 
