@@ -45,8 +45,11 @@ def md_text(value):
     value as given ('<' as '<'); nothing in it becomes markup.
     """
     text = _MD_INLINE.sub(r"\\\1", _BREAKS.sub(" ", str(value)))
-    return _MD_BLOCK_START.sub(lambda m: m.group(1) + (m.group(2) + "\\" if m.group(2)[0].isdigit()
-                                                        else "\\" + m.group(2)), text, count=1)
+
+    def escape(m):
+        mark = m.group(2)
+        return m.group(1) + (mark + "\\" if mark[0].isdigit() else "\\" + mark)
+    return _MD_BLOCK_START.sub(escape, text, count=1)
 
 
 _md = md_text

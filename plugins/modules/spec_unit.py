@@ -87,7 +87,7 @@ options:
         description:
           - With O(restore.remove), remove O(path) only when the collection wrote it (its first line is
             C(# Managed by llmops.specdec)); another file there is left as it is, without a failure, and
-            RV(restored.file) says V(foreign).
+            the C(file) of RV(restored) says V(foreign).
         type: bool
         default: false
   install:
@@ -225,9 +225,9 @@ snapshot:
   type: dict
 restored:
   description:
-    - What the restore did, C(file) (V(restored), V(unchanged), V(removed), V(absent), V(foreign): not removed, the
-      collection did not write it), C(started) (the unit was
-      restarted) and C(n_restarts) (systemd's C(NRestarts) read after the restart; null without one).
+    - What the restore did, C(file) (V(restored), V(unchanged), V(removed), V(absent), or V(foreign) when the file was
+      not removed because the collection did not write it), C(started) (the unit was restarted) and C(n_restarts)
+      (systemd's C(NRestarts) read after the restart; null without one).
   returned: when O(restore) is given
   type: dict
 installed:

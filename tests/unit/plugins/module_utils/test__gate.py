@@ -388,11 +388,11 @@ def test_numbers_in_role_variables_with_control_characters_are_refused():
 ])
 def test_model_references_are_a_hub_id_or_an_absolute_path(field, value):
     if field == "uno_lora_path":
-        engine, exe, spec = "sglang", "/usr/bin/python3", {"method": "uno", "uno_lora_path": value,
-                                                          "num_speculative_tokens": 3}
+        engine, exe = "sglang", "/usr/bin/python3"
+        spec = {"method": "uno", "uno_lora_path": value, "num_speculative_tokens": 3}
     else:
-        engine, exe, spec = "vllm", "/usr/local/bin/vllm", {"method": "eagle3", "draft_model": value,
-                                                            "num_speculative_tokens": 3}
+        engine, exe = "vllm", "/usr/local/bin/vllm"
+        spec = {"method": "eagle3", "draft_model": value, "num_speculative_tokens": 3}
     msg = _refused("%s must be a model hub id (org/name) or an absolute path without '..'" % field,
                    engine=engine, executable=exe, spec=spec)
     assert field in msg
@@ -403,7 +403,6 @@ def test_model_references_are_a_hub_id_or_an_absolute_path(field, value):
 def test_hub_ids_and_absolute_paths_pass(value):
     _text, checked = render(spec={"method": "eagle3", "draft_model": value, "num_speculative_tokens": 3})
     assert checked["spec"]["draft_model"] == value
-
 
 
 @pytest.mark.parametrize("engine, arg", [("vllm", "--config"), ("vllm", "--config=/etc/x.yaml"), ("vllm", "--conf"),

@@ -104,7 +104,7 @@ def test_watch_never_renews_and_ends_the_job_once_the_deadline_passes(statefile)
 def test_watch_follows_renewals_by_the_controller(statefile):
     lease = {"statefile": str(statefile), "run_id": "run-a", "ttl": 0.5}
     with _lease.Watch(lease, interval=0.05) as watch:
-        for _ in range(8):  # 1.2 s: past the first deadline, held by the controller's renewals
+        for _renewal in range(8):  # 1.2 s: past the first deadline, held by the controller's renewals
             _lease.renew(lease)
             time.sleep(0.15)
         assert watch.lost is None and watch.checks > 5
