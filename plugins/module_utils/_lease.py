@@ -51,15 +51,46 @@ def renew(lease):
         raise LeaseLost(str(exc))
 
 
-class Heartbeat(object):
+class _EveryInterval(object):
+    """``with`` block that calls ``_tick()`` once at its start and then every ``interval`` seconds in a daemon
+    thread, until the block ends or a tick returns a true value (the thread is not started when the first
+    one does). Subclasses set ``lease``, ``interval`` and ``_thread_name``."""
+
+    _thread_name = "specdec-lease"
+
+    def __init__(self):
+        self._stop = threading.Event()
+        self._thread = None
+
+    def _tick(self):
+        raise NotImplementedError
+
+    def _run(self):
+        while not self._stop.wait(self.interval):
+            if self._tick():
+                return
+
+    def __enter__(self):
+        if self.lease and not self._tick():
+            self._thread = threading.Thread(target=self._run, name=self._thread_name, daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        if self._thread:
+            self._thread.join(timeout=5)
+        return False
+
+
+class Heartbeat(_EveryInterval):
     """``with Heartbeat(lease):`` renews at the start and every ttl/3 seconds until the block ends."""
 
     def __init__(self, lease, interval=None):
+        super(Heartbeat, self).__init__()
         self.lease = lease
         self.lost = None
         self.renewals = 0
-        self._stop = threading.Event()
-        self._thread = None
         if lease:
             self.interval = interval if interval is not None else max(1.0, float(lease["ttl"]) / 3.0)
 
@@ -70,21 +101,8 @@ class Heartbeat(object):
         except LeaseLost as exc:
             self.lost = self.lost or str(exc)
 
-    def _run(self):
-        while not self._stop.wait(self.interval):
-            self._beat()
-
-    def __enter__(self):
-        if self.lease:
-            self._beat()
-            self._thread = threading.Thread(target=self._run, name="specdec-lease", daemon=True)
-            self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        if self._thread:
-            self._thread.join(timeout=5)
+    def _tick(self):
+        self._beat()  # a failed renewal is kept in ``lost``; the beat goes on until the block ends
         return False
 
 
@@ -110,13 +128,16 @@ def lease_problem(state, run_id, now):
     return None
 
 
-class Watch(object):
+class Watch(_EveryInterval):
     """``with Watch(lease) as w:`` checks the guard's state file now and every ``interval`` seconds until the
     block ends, and never renews. The first time the lease is lost it keeps why in ``lost`` and calls every
     function given to ``on_lost`` (at once for one given after the loss). Without a lease it does nothing.
     """
 
+    _thread_name = "specdec-lease-watch"
+
     def __init__(self, lease, interval=1.0, clock=time.time, read=None):
+        super(Watch, self).__init__()
         self.lease = lease
         self.interval = interval
         self.clock = clock
@@ -125,8 +146,6 @@ class Watch(object):
         self.checks = 0
         self._callbacks = []
         self._guard = threading.Lock()
-        self._stop = threading.Event()
-        self._thread = None
 
     def check(self):
         """Read the state once; returns why the lease is lost, or None."""
@@ -156,19 +175,5 @@ class Watch(object):
         if lost:
             fn(lost)
 
-    def _run(self):
-        while not self._stop.wait(self.interval):
-            if self.check():
-                return
-
-    def __enter__(self):
-        if self.lease and not self.check():
-            self._thread = threading.Thread(target=self._run, name="specdec-lease-watch", daemon=True)
-            self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        if self._thread:
-            self._thread.join(timeout=5)
-        return False
+    def _tick(self):
+        return self.check()
