@@ -63,6 +63,9 @@ INDIRECT_FLAGS = ("--config",)
 SECRET_FLAG_INSTEAD = {
     "--api-key": "spec_server_api_key (kept out of the unit and argv)",
     "--hf-token": "spec_server_secret_env: {HF_TOKEN: ...} (the environment file, root 0600)",
+    # SGLang's admin key has no environment variable: the collection runs without one (listed here so that an
+    # abbreviation such as --ad, which SGLang's parser resolves to it, is refused too).
+    "--admin-api-key": "no admin key (SGLang reads it only from argv, which every local user can read)",
 }
 # Environment names that hold credentials: written only to the root-only environment file.
 # Also every *_KEY (OPENAI_KEY, WANDB_KEY) but the few below, which name no secret.

@@ -39,6 +39,9 @@ def _sglang_parser():
 
 
 PARSERS = {"vllm": _vllm_parser, "sglang": _sglang_parser}
+# What every command line of the engine has besides the spelling under test: SGLang's parser requires
+# --model-path, so without it every spelling would look refused (and the defaults could not be read).
+BASE_ARGV = {"vllm": [], "sglang": ["--model-path", "m"]}
 CREDENTIAL_DESTS = ("api_key", "hf_token", "admin_api_key")
 
 
@@ -47,14 +50,14 @@ def _dest(parser, option):
     return action.dest if action else None
 
 
-def _resolves(parser, spelling):
+def _resolves(engine, parser, spelling):
     """The destination ``parser`` sets for ``spelling=1`` (None when it refuses the spelling)."""
     try:  # parse_args, as the engine calls it (vLLM folds underscores there only)
         with contextlib.redirect_stderr(io.StringIO()):
-            args = parser.parse_args([spelling + "=1"])
+            args = parser.parse_args(BASE_ARGV[engine] + [spelling + "=1"])
     except (SystemExit, ValueError):
         return None
-    defaults = vars(parser.parse_args([]))
+    defaults = vars(parser.parse_args(BASE_ARGV[engine]))
     changed = [k for k, v in vars(args).items() if v != defaults.get(k)]
     return changed[0] if len(changed) == 1 else None
 
@@ -68,14 +71,14 @@ def _spellings(engine, parser, option):
             out.add(option[:end])
     elif len(option) > 2:
         out.add(option[:2])
-    return sorted(o for o in out if _resolves(parser, o) == _dest(parser, option))
+    return sorted(o for o in out if _resolves(engine, parser, o) == _dest(parser, option))
 
 
 @pytest.mark.parametrize("engine", ["vllm", "sglang"])
 def test_flag_spelling_facts_are_the_parsers(engine):
     parser = PARSERS[engine]()
     assert parser.allow_abbrev == _server.FLAG_SPELLING[engine]["abbrev"]
-    folds = _resolves(parser, "--served_model_name") == "served_model_name"
+    folds = _resolves(engine, parser, "--served_model_name") == "served_model_name"
     assert folds == _server.FLAG_SPELLING[engine]["underscores"]
 
 

@@ -296,6 +296,8 @@ def test_flag_names_are_read_as_the_engine_reads_them(engine, arg):
     ("sglang", ["--api_key=sk-TOPSECRET"], "spec_server_api_key"),
     ("vllm", ["--wandb-api-key", "TOPSECRET"], "spec_server_secret_env"),
     ("vllm", ["--db-password=TOPSECRET"], "spec_server_secret_env"),
+    ("sglang", ["--admin-api-key", "TOPSECRET"], "no admin key"),
+    ("sglang", ["--ad=TOPSECRET"], "no admin key"),  # SGLang's parser resolves --ad to --admin-api-key
 ])
 def test_a_flag_whose_value_is_a_credential_never_reaches_exec_start(engine, extra, instead):
     exe = "/usr/local/bin/vllm" if engine == "vllm" else "/usr/bin/python3"
