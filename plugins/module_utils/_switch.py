@@ -54,9 +54,19 @@ def settings(values):
         "lock_wait": g.integer("spec_switch_lock_wait", v.get("lock_wait"), 0, 86400),
         "textfile_dir": g.path("spec_switch_textfile_dir", textfile) if textfile else "",
         "park": g.boolean("spec_switch_park", v.get("park", False)),
+        # Read the candidate's weights into the page cache while the baseline serves (docs/load.md).
+        "prewarm": g.boolean("spec_switch_prewarm", v.get("prewarm", False)),
+        "prewarm_margin_gib": g.number("spec_switch_prewarm_margin_gib", v.get("prewarm_margin_gib", 8), 0.0, 65536.0),
+        "prewarm_timeout": g.integer("spec_switch_prewarm_timeout", v.get("prewarm_timeout", 900), 1, 86400),
     }
     if out["park"]:
         out.update(_park_settings(v))
+    # What the prewarm keeps available beside its margin: with parking, the host's headroom and the baseline's
+    # weights, which parking copies to CPU memory (their size given, or read from the model's files).
+    weights = v.get("park_weights_bytes")
+    weights = 0 if weights in (None, "") else g.integer("spec_switch_park_weights_bytes", weights, 0, 1 << 50)
+    out["prewarm_reserve_bytes"] = int(out["park_cpu_headroom_gib"] * 1024 ** 3) + weights if out["park"] else 0
+    out["prewarm_reserve_model"] = bool(out["park"] and not weights)
     return out
 
 

@@ -11,7 +11,7 @@ import sys
 import threading
 import time
 
-from . import gpumem, park, procs, runtime
+from . import gpumem, park, procs, runtime, weights
 from .log import SglangLog, traceback_text
 from .server import make_server
 from .timing import SpecShape
@@ -541,6 +541,7 @@ def main(argv=None):
         ranks.append((title, {
             "role": "worker", "engine": "sglang", "title": title, "rank": rank,
             "gpu": visible[gpus[rank]], "fraction": args.mem_fraction_static, "load_seconds": load,
+            "weights": weights.share(args.model_path, rank, tp),
             "escape": rank == escape, "fail": fail if rank == 0 else None,
             "ignore_sigterm": bool(faults.get("ignore_sigterm")), "log_tag": "TP%d" % rank,
             "park_residual_mib": park.settings(profile)["residual_mib"]}))

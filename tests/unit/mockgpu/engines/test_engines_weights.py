@@ -1,0 +1,54 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""A mock engine whose model is a directory reads its weight files while it loads, as a real one does (issue 34):
+every byte once across the ranks, from the disk or the page cache, so a prewarm has a real effect."""
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+
+from ansible_collections.llmops.specdec.plugins.module_utils import _prewarm
+from conftest import MockGpuHost
+from mockengine import weights
+
+LOADED = re.compile(r"Loading weights took ([0-9.]+) seconds")
+
+
+def _model(tmp_path, shards=3, size=1 << 20):
+    model = tmp_path / "model"
+    model.mkdir()
+    for i in range(shards):
+        (model / ("model-%05d-of-%05d.safetensors" % (i + 1, shards))).write_bytes(os.urandom(size))
+    (model / "config.json").write_text("{}")
+    return str(model)
+
+
+def test_the_ranks_share_the_weight_files_and_read_each_once(tmp_path):
+    model = _model(tmp_path, shards=5)
+    shares = [weights.share(model, r, 2) for r in range(2)]
+    assert sorted(shares[0] + shares[1]) == weights.files(model) and len(weights.files(model)) == 5
+    assert not set(shares[0]) & set(shares[1])
+    assert weights.files("org/model-7b") == []  # a hub id: nothing on disk, nothing read
+    size, _seconds = weights.read(weights.files(model))
+    assert size == 5 << 20
+
+
+def test_a_mock_engine_reads_its_weights_before_it_is_ready(tmp_path, engines):
+    host = MockGpuHost(tmp_path, load_seconds=0.2)
+    model = _model(tmp_path, shards=2, size=4 << 20)
+    for name in weights.files(model):  # out of the page cache, so that only the engine's read brings them back
+        fd = os.open(name, os.O_RDONLY)
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        os.close(fd)
+    if any(_prewarm.resident_pages(n, 4 << 20).count(1) for n in weights.files(model)):
+        pytest.skip("this filesystem keeps the files in memory (tmpfs): a read cannot be told from none")
+    e = engines.vllm(host, env=host.env(CUDA_VISIBLE_DEVICES="0,1"), model=model)
+    e.wait_ready()
+    took = [float(m) for m in LOADED.findall(e.log())]
+    assert took and all(t >= 0.2 for t in took), e.log()
+    assert all(0 not in _prewarm.resident_pages(n, 4 << 20) for n in weights.files(model))  # each read whole
+    assert e.terminate() == 0
