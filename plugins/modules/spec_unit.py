@@ -224,19 +224,53 @@ snapshot:
   returned: always
   type: dict
 restored:
-  description:
-    - What the restore did, C(file) (V(restored), V(unchanged), V(removed), V(absent), or V(foreign) when the file was
-      not removed because the collection did not write it), C(started) (the unit was restarted) and C(n_restarts)
-      (systemd's C(NRestarts) read after the restart; null without one).
+  description: What the restore did.
   returned: when O(restore) is given
   type: dict
+  contains:
+    file:
+      description:
+        - V(restored), V(unchanged), V(removed), V(absent), or V(foreign) when the file was not removed because the
+          collection did not write it.
+      returned: always
+      type: str
+    started:
+      description: Whether the unit was restarted.
+      returned: always
+      type: bool
+    n_restarts:
+      description: systemd's C(NRestarts) read after the restart; null without one.
+      returned: always
+      type: int
 installed:
-  description:
-    - What the install did. C(files) maps each file and directory it manages to whether it changed; C(unit_changed),
-      C(reloaded), C(restarted), C(enabled_changed) are booleans; C(n_restarts) is systemd's C(NRestarts) read after
-      the restart (null without one).
+  description: What the install did.
   returned: when O(install) is given
   type: dict
+  contains:
+    files:
+      description: Each file and directory the install manages, mapped to whether it changed.
+      returned: always
+      type: dict
+    unit_changed:
+      description: Whether the unit file changed.
+      returned: always
+      type: bool
+    reloaded:
+      description: Whether systemd was reloaded.
+      returned: always
+      type: bool
+    restarted:
+      description: Whether the unit was restarted.
+      returned: always
+      type: bool
+    enabled_changed:
+      description: Whether the unit's enablement changed.
+      returned: always
+      type: bool
+    n_restarts:
+      description: systemd's C(NRestarts) read after the restart; null without one.
+      returned: always
+      type: int
   sample: {files: {/var/lib/vllm: false, /etc/systemd/system/vllm-server.service: true}, unit_changed: true,
            reloaded: true, restarted: true, enabled_changed: false, n_restarts: 0}
 """
