@@ -56,9 +56,11 @@ def build_models(cfg, venv):
     with open(script, "rb") as f:
         key = hashlib.sha256(f.read() + venv.encode()).hexdigest()[:16]
     out = os.path.join(ROOT, ".build", "real-models", key)
-    if not os.path.isdir(out):
-        subprocess.run([os.path.join(venv, "bin", "python"), script, out], check=True, cwd=ROOT,
+    if not os.path.isdir(out):  # made beside it and renamed into place, so a cut-short run leaves no half set
+        tmp = out + ".part-%d" % os.getpid()
+        subprocess.run([os.path.join(venv, "bin", "python"), script, tmp], check=True, cwd=ROOT,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        os.rename(tmp, out)
     return out
 
 
@@ -93,12 +95,18 @@ def down(name):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("action", choices=["up"])
+    # prepare: the venv and the models only (scripts/test makes them while the other tiers run)
+    parser.add_argument("action", choices=["up", "prepare"])
     parser.add_argument("--engine", default="vllm")
     parser.add_argument("--name", default="real-demo")
     parser.add_argument("--index", type=int, default=251)
     parser.add_argument("--inventory", default=os.path.join(ROOT, ".build", "demo-real", "inventory"))
     args = parser.parse_args()
+    if args.action == "prepare":
+        cfg = engine_file(args.engine)
+        venv = build_venv(cfg)
+        print(venv, build_models(cfg, venv))
+        return
     up(args.engine, args.name, args.index, args.inventory)
     print(args.inventory)
 
