@@ -5,9 +5,8 @@
 without the process exiting, so a lost experiment wakes it in seconds instead of loading it again.
 
 - ``PROTOCOLS``: per engine, the flag that makes parking free memory, the routes that park, wake and
-  ask, as the pinned engines define them (vLLM 0.33 ``vllm/entrypoints/serve/dev/sleep/api_router.py``,
-  SGLang 0.5.23 ``sglang/srt/entrypoints/http_server.py``; the mock engines are held to them by
-  tests/contracts/test_park_contracts.py).
+  ask, as the pinned engines define them (each adapter's ``PARK``, ``_engine``; the mock engines are held
+  to them by tests/contracts/test_park_contracts.py).
 - ``park_problem()`` / ``cpu_memory_problem()``: why this engine may not be parked (None: it may), read
   from the running process itself (its argv and environment), ``/proc/meminfo`` and the weights on disk.
 - ``Accounting``: what the engine's processes keep on each of its GPUs (NVML, per process) and what that
@@ -25,32 +24,11 @@ import json
 import os
 import time
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _files, _systemd
+from ansible_collections.llmops.specdec.plugins.module_utils import _engine, _files, _systemd
 
-# The flag without which parking frees nothing (vLLM allocates through its cumem pool only with it; SGLang
-# tags its memory only with it), the environment the routes need, and the routes themselves.
-PROTOCOLS = {
-    "vllm": {
-        "flag": "--enable-sleep-mode",
-        "env": {"VLLM_SERVER_DEV_MODE": "1"},  # without it the routes are not registered (404)
-        # level 1: weights to CPU memory, KV cache dropped; mode=wait: the requests in flight finish before
-        # the weights move (the router's default, abort, would end them).
-        "park": ("POST", "/sleep?level=1&mode=wait", None),
-        "wake": ("POST", "/wake_up", None),
-        "ask": ("GET", "/is_sleeping"),
-    },
-    "sglang": {
-        "flag": "--enable-memory-saver",
-        "env": {},
-        # Releasing asserts the scheduler is idle (a busy one dies of it): pause first, which aborts the
-        # requests in flight and holds new ones until generation continues after the wake-up.
-        "pause": ("POST", "/pause_generation", {"mode": "abort"}),
-        "park": ("POST", "/release_memory_occupation", {"tags": None}),
-        "wake": ("POST", "/resume_memory_occupation", {"tags": None}),
-        "resume": ("POST", "/continue_generation", {}),
-        "ask": None,  # SGLang 0.5.23 has no route that says whether memory is released
-    },
-}
+# Per engine, its adapter's PARK: the flag without which parking frees nothing, the environment the routes
+# need, and the routes themselves (_engine_<name>.py).
+PROTOCOLS = dict((name, mod.PARK) for name, mod in _engine.ENGINES.items())
 
 # Files that hold a checkpoint's weights (what level 1 copies to CPU memory).
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")

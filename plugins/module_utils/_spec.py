@@ -52,13 +52,13 @@ import json
 import math
 import re
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _gate
+from ansible_collections.llmops.specdec.plugins.module_utils import _engine, _gate
 
 __all__ = ["SpecError", "ENGINES", "METHODS", "ALIASES", "PARAMS", "QUANTIZATIONS", "MODEL_REFS", "SCHEDULE_DIR",
            "normalize", "spec_warnings",
            "engine_args", "schedule_file", "schedule_text", "describe", "methods_for", "engines_for"]
 
-ENGINES = ("vllm", "sglang")
+ENGINES = _engine.NAMES  # the registry's engines (_engine), in its order
 # Where the role installs SGLang's adaptive config files (root-owned, named by their content so a
 # rolled-back unit still finds its own schedule).
 SCHEDULE_DIR = "/etc/llmops-specdec/schedules"
