@@ -33,7 +33,7 @@ def _wrap(name, func):
 
 
 def engine_facts(engine):
-    return _engine.facts(engine)
+    return _engine.facts(_engine.DEFAULT if engine is None else engine)
 
 
 def spec_normalize(spec, engine, tp=1):

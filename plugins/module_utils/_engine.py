@@ -29,7 +29,17 @@ only, so the guard's payload and AnsiballZ carry it) that defines every name in 
 ``TUNE_BATCH_ENDS``
     the batch sizes a schedule band may end at as given (None: any)
 
-The speculative methods' spellings and rendering are still in ``_spec`` (its per-engine tables).
+``METHODS`` / ``METHOD_ALIASES`` / ``QUANTIZATIONS``
+    the engine's side of each canonical method (``_spec.METHOD_DOCS``): its own name, the parameters it takes
+    (``_specdef.REQUIRED``, ``ENGINE`` or a fixed default); deprecated names it rewrites; draft quantizations
+``CHECKS`` / ``NO_SCHEDULE`` / ``SCHEDULE_TOP_K``
+    per method, the engine's own rules beyond the table (``check(out, tp, given)``, raising
+    ``_specdef.SpecError``); why a method cannot take a schedule; what k means beside a schedule
+``render_spec(spec, schedule_dir)`` / ``SCHEDULE_FILES`` / ``schedule_file(schedule, schedule_dir)`` / ``schedule_warnings(schedule)``
+    a normalized spec as argv; whether (and which) file a schedule needs; bands the engine reads differently
+
+``_spec`` validates a request once, engine-neutrally (types, ranges, schedules), and asks the adapter for
+the rest; ``_spec.METHODS`` joins the adapters' tables method by method.
 """
 from __future__ import annotations
 
@@ -42,7 +52,8 @@ FACTS = ("NAME", "TITLE", "RELEASE", "DOCS_URL", "UNIT_DESCRIPTION", "EXECUTABLE
          "API_KEY_VAR", "KEY_LAUNCHER", "serve_argv", "TP_FLAG", "MEMORY_FLAG", "MAX_LEN_FLAG",
          "OWNED_FLAGS", "FLAG_SPELLING", "SECRET_FLAGS", "SCHEDULE_OFF", "SCHEDULE_OFF_UNLESS_ONE", "schedule_env_conflict",
          "HEALTH_PATH", "READY_LISTS_MODEL", "LOG_PREFIX", "PARK", "METRICS_MARKER", "ACCEPTANCE_SOURCE", "ACCEPTANCE_METRICS",
-         "TUNE_BATCH_ENDS")
+         "TUNE_BATCH_ENDS", "METHODS", "METHOD_ALIASES", "NO_SCHEDULE", "SCHEDULE_TOP_K", "QUANTIZATIONS", "CHECKS",
+         "SCHEDULE_FILES", "schedule_file", "schedule_warnings", "render_spec")
 
 # The registry, in the order docs and choices list the engines; the first is the default.
 ENGINES = dict((mod.NAME, mod) for mod in (_engine_vllm, _engine_sglang))

@@ -10,11 +10,12 @@ import glob
 import importlib
 import os
 import re
+import sys
 
 import pytest
 import yaml
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _engine
+from ansible_collections.llmops.specdec.plugins.module_utils import _engine, _spec, _specdef
 
 PLUGINS = os.path.dirname(os.path.dirname(_engine.__file__))
 REPO = os.path.dirname(PLUGINS)
@@ -22,6 +23,18 @@ REPO = os.path.dirname(PLUGINS)
 
 def _doc(module):
     return yaml.safe_load(importlib.import_module("ansible_collections.llmops.specdec.plugins.modules." + module).DOCUMENTATION)
+
+
+def _example(method, mod):
+    """A complete request for ``method`` on the engine of ``mod``: its required parameters filled in."""
+    spec = {"method": method}
+    for param, default in mod.METHODS[method]["params"].items():
+        if default is _specdef.REQUIRED:
+            spec[param] = "org/draft" if _spec.PARAMS[param]["type"] is str else 3
+    for group in mod.METHODS[method].get("one_of", ()):
+        if not any(p in spec for p in group):
+            spec["num_speculative_tokens"] = 3
+    return spec
 
 
 def _flags_ok(flags):
@@ -68,6 +81,20 @@ def test_every_engine_supplies_every_fact(name):
     assert mod.METRICS_MARKER.endswith(":") and isinstance(mod.ACCEPTANCE_SOURCE, str) and mod.ACCEPTANCE_METRICS
     ends = mod.TUNE_BATCH_ENDS
     assert ends is None or (list(ends) == sorted(set(ends)) and ends[0] == 1)
+    assert "none" in mod.METHODS and set(mod.METHODS) <= set(_spec.METHOD_DOCS)
+    for method, entry in mod.METHODS.items():
+        assert (entry["name"] is None) == (method == "none") and set(entry["params"]) <= set(_spec.PARAMS)
+        assert all(v is _specdef.REQUIRED or v is _specdef.ENGINE or isinstance(v, (int, float, str))
+                   for v in entry["params"].values())
+    assert set(mod.CHECKS) <= set(mod.METHODS) and set(mod.NO_SCHEDULE) <= set(mod.METHODS)
+    assert all("schedule" not in mod.METHODS[m]["params"] for m in mod.NO_SCHEDULE)
+    assert all(target in mod.METHODS for target in mod.METHOD_ALIASES.values())
+    assert mod.QUANTIZATIONS and all(isinstance(q, str) for q in mod.QUANTIZATIONS)
+    assert isinstance(mod.SCHEDULE_TOP_K, str) and isinstance(mod.SCHEDULE_FILES, bool)
+    for method in mod.METHODS:
+        if method != "none":
+            argv = mod.render_spec(_spec.normalize(_example(method, mod), name), "/etc/x")
+            assert argv and all(isinstance(a, str) for a in argv)
     facts = _engine.facts(name)
     assert facts["default_port"] == mod.DEFAULT_PORT and "serve_argv" not in facts
 
@@ -80,9 +107,9 @@ def test_adapters_are_standard_library_only(path):
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module != "__future__":
             assert node.module == "ansible_collections.llmops.specdec.plugins.module_utils", path
-            assert all(a.name.startswith("_engine_") for a in node.names), path
+            assert all(a.name.startswith("_engine_") or a.name == "_specdef" for a in node.names), path
         elif isinstance(node, ast.Import):
-            assert all(a.name in ("re",) for a in node.names), path
+            assert all(a.name in sys.stdlib_module_names for a in node.names), path
 
 
 def _option(doc, name):
