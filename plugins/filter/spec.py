@@ -74,5 +74,6 @@ def systemd_env(env):
 
 class FilterModule:
     def filters(self):
-        funcs = (engine_facts, spec_normalize, spec_args, spec_warnings, spec_describe, server_unit, server_secret_env, switch_settings, systemd_exec, systemd_env)
+        funcs = (engine_facts, spec_normalize, spec_args, spec_warnings, spec_describe, server_unit, server_secret_env, switch_settings,
+                 systemd_exec, systemd_env)
         return {f.__name__: _wrap(f.__name__, f) for f in funcs}

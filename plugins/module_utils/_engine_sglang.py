@@ -13,7 +13,7 @@ import json
 
 from ansible_collections.llmops.specdec.plugins.module_utils import _specdef
 
-ENGINE, REQUIRED, _params = _specdef.ENGINE, _specdef.REQUIRED, _specdef.params
+ENGINE, REQUIRED, SpecError, _params = _specdef.ENGINE, _specdef.REQUIRED, _specdef.SpecError, _specdef.params
 
 NAME = "sglang"
 TITLE = "SGLang"
@@ -66,6 +66,7 @@ SCHEDULE_OFF_UNLESS_ONE = False
 def schedule_env_conflict(method, environment):
     """No environment variable turns SGLang's adaptive schedule off."""
     return None
+
 
 # Readiness: /health_generate is 200 (it runs a one-token generation, so the model is served).
 HEALTH_PATH = "/health_generate"
@@ -141,8 +142,8 @@ METHOD_ALIASES = {}
 _ADAPTIVE = ("SGLang 0.5.23 runs --speculative-adaptive only for EAGLE, EAGLE3 and NEXTN (eagle, eagle3, mtp) "
              "with topk 1; for %s it switches adaptive off with a warning and runs a fixed k")
 # Why a method cannot take a schedule here (the engine would drop it and run a fixed k).
-NO_SCHEDULE = dict((m, _ADAPTIVE % METHODS[m]["name"]) for m in ("ngram", "draft_model", "dflash", "dspark", "uno",
-                                                                  "frozen_kv_mtp"))
+NO_SCHEDULE = dict((m, _ADAPTIVE % METHODS[m]["name"])
+                   for m in ("ngram", "draft_model", "dflash", "dspark", "uno", "frozen_kv_mtp"))
 NO_SCHEDULE["none"] = "method none does not speculate; give a method (a band with k: 0 stops drafting there)"
 SCHEDULE_TOP_K = "SGLang starts every band from it and sizes its buffers by it"
 
@@ -166,10 +167,10 @@ ADAPTIVE_FLAGS = ("--speculative-adaptive", "--speculative-adaptive-config")
 # The quantization names --speculative-draft-model-quantization takes as its choices: QUANTIZATION_CHOICES
 # (sglang/srt/arg_groups/choices.py).
 QUANTIZATIONS = ("awq", "fp8", "mxfp8", "gptq", "gptq_marlin", "awq_marlin", "bitsandbytes", "gguf", "modelopt",
-               "modelopt_fp8", "modelopt_fp4", "nvfp4_online", "modelopt_mixed", "petit_nvfp4", "w8a8_int8",
-               "w8a8_fp8", "moe_wna16", "w4afp8", "mxfp4", "auto-round", "auto-round-int8", "compressed-tensors",
-               "modelslim", "mxfp_w4a8", "quark", "quark_int4fp8_moe", "quark_mxfp4", "mlx_q4", "mlx_q8", "unquant",
-               "humming")
+                 "modelopt_fp8", "modelopt_fp4", "nvfp4_online", "modelopt_mixed", "petit_nvfp4", "w8a8_int8",
+                 "w8a8_fp8", "moe_wna16", "w4afp8", "mxfp4", "auto-round", "auto-round-int8", "compressed-tensors",
+                 "modelslim", "mxfp_w4a8", "quark", "quark_int4fp8_moe", "quark_mxfp4", "mlx_q4", "mlx_q8",
+                 "unquant", "humming")
 
 
 def _ngram(out, tp, given=()):
@@ -179,23 +180,23 @@ def _ngram(out, tp, given=()):
         out["ngram_max_bfs_breadth"] = min(out["ngram_max_bfs_breadth"], window)
     lo, hi = out["ngram_min_bfs_breadth"], out["ngram_max_bfs_breadth"]
     if lo > hi:
-        raise _specdef.SpecError("ngram_min_bfs_breadth (%d) must be <= ngram_max_bfs_breadth (%d)" % (lo, hi))
+        raise SpecError("ngram_min_bfs_breadth (%d) must be <= ngram_max_bfs_breadth (%d)" % (lo, hi))
     if hi > window:
         # SGLang derives num_steps = num_draft_tokens // max_bfs_breadth, which would be 0.
-        raise _specdef.SpecError("ngram_max_bfs_breadth (%d) must be <= num_speculative_tokens + 1 (%d)" % (hi, window))
+        raise SpecError("ngram_max_bfs_breadth (%d) must be <= num_speculative_tokens + 1 (%d)" % (hi, window))
 
 
 def _tree(out):
     tree = [k for k in _TREE if k in out]
     if tree and "schedule" in out:
-        raise _specdef.SpecError("a schedule sets the steps per batch band itself (a chain, topk 1); leave out "
+        raise SpecError("a schedule sets the steps per batch band itself (a chain, topk 1); leave out "
                         "eagle_steps/eagle_topk/num_draft_tokens")
     if tree and "num_speculative_tokens" in out:
-        raise _specdef.SpecError("give either num_speculative_tokens (a chain: steps=k, topk=1) or the SGLang tree "
+        raise SpecError("give either num_speculative_tokens (a chain: steps=k, topk=1) or the SGLang tree "
                         "eagle_steps/eagle_topk/num_draft_tokens, not both")
     if tree and len(tree) != len(_TREE):
         missing = [k for k in _TREE if k not in out]
-        raise _specdef.SpecError("SGLang needs eagle_steps, eagle_topk and num_draft_tokens all set or all unset; "
+        raise SpecError("SGLang needs eagle_steps, eagle_topk and num_draft_tokens all set or all unset; "
                         "missing: %s" % ", ".join(missing))
     return bool(tree)
 
@@ -205,11 +206,11 @@ def _eagle(out, tp, given=()):
         return
     steps, topk, ndt = out["eagle_steps"], out["eagle_topk"], out["num_draft_tokens"]
     if topk == 1 and ndt != steps + 1:
-        raise _specdef.SpecError("with eagle_topk=1 SGLang forces num_draft_tokens = eagle_steps + 1 (%d), got %d"
+        raise SpecError("with eagle_topk=1 SGLang forces num_draft_tokens = eagle_steps + 1 (%d), got %d"
                         % (steps + 1, ndt))
     most = topk + (steps - 1) * topk * topk + 1  # candidates the tree offers, plus the root
     if ndt > most:
-        raise _specdef.SpecError("num_draft_tokens (%d) exceeds what eagle_steps=%d, eagle_topk=%d can draft "
+        raise SpecError("num_draft_tokens (%d) exceeds what eagle_steps=%d, eagle_topk=%d can draft "
                         "(topk + (steps-1)*topk^2 + 1 = %d)" % (ndt, steps, topk, most))
 
 
@@ -225,22 +226,22 @@ def _frozen_kv_mtp(out, tp, given=()):
 def _uno(out, tp, given=()):
     # speculative_hook._handle_uno: TP=PP=1; linear width Q, or a tree (topk > 1) within UNO's limits.
     if tp != 1:
-        raise _specdef.SpecError("uno on sglang requires tensor_parallel_size 1 (SGLang: 'UNO requires TP=PP=1'), got %d" % tp)
+        raise SpecError("uno on sglang requires tensor_parallel_size 1 (SGLang: 'UNO requires TP=PP=1'), got %d" % tp)
     tree = _tree(out)
     if not tree and "num_speculative_tokens" not in out:
-        raise _specdef.SpecError("uno on sglang requires num_speculative_tokens (linear: verify width k+1) or the tree "
+        raise SpecError("uno on sglang requires num_speculative_tokens (linear: verify width k+1) or the tree "
                         "eagle_steps/eagle_topk/num_draft_tokens")
     if not tree:
         return
     steps, topk, q = out["eagle_steps"], out["eagle_topk"], out["num_draft_tokens"]
     if topk == 1:
-        raise _specdef.SpecError("UNO with eagle_topk=1 is linear and ignores eagle_steps: give num_speculative_tokens")
+        raise SpecError("UNO with eagle_topk=1 is linear and ignores eagle_steps: give num_speculative_tokens")
     if q < steps + 1:
-        raise _specdef.SpecError("UNO tree mode requires num_draft_tokens >= eagle_steps + 1 (%d), got %d" % (steps + 1, q))
+        raise SpecError("UNO tree mode requires num_draft_tokens >= eagle_steps + 1 (%d), got %d" % (steps + 1, q))
     if q > 128:
-        raise _specdef.SpecError("UNO tree mode supports at most 128 verify nodes (num_draft_tokens), got %d" % q)
+        raise SpecError("UNO tree mode supports at most 128 verify nodes (num_draft_tokens), got %d" % q)
     if q * topk > 2048:
-        raise _specdef.SpecError("UNO tree mode supports num_draft_tokens * eagle_topk <= 2048, got %d" % (q * topk))
+        raise SpecError("UNO tree mode supports num_draft_tokens * eagle_topk <= 2048, got %d" % (q * topk))
     capacity, level = 1, 1
     for _level in range(steps):
         level *= topk
@@ -248,11 +249,11 @@ def _uno(out, tp, given=()):
         if capacity >= q:
             break
     if q > capacity:
-        raise _specdef.SpecError("UNO tree mode cannot build num_draft_tokens=%d from eagle_steps=%d, eagle_topk=%d "
+        raise SpecError("UNO tree mode cannot build num_draft_tokens=%d from eagle_steps=%d, eagle_topk=%d "
                         "(capacity %d)" % (q, steps, topk, capacity))
     parent = topk * max(steps - 1, 0) + 1
     if q - 1 > parent:
-        raise _specdef.SpecError("UNO tree mode needs num_draft_tokens - 1 <= eagle_topk*(eagle_steps-1)+1 (%d), got %d"
+        raise SpecError("UNO tree mode needs num_draft_tokens - 1 <= eagle_topk*(eagle_steps-1)+1 (%d), got %d"
                         % (parent, q - 1))
 
 

@@ -12,7 +12,7 @@ import json
 
 from ansible_collections.llmops.specdec.plugins.module_utils import _specdef
 
-ENGINE, REQUIRED, _params = _specdef.ENGINE, _specdef.REQUIRED, _specdef.params
+ENGINE, REQUIRED, SpecError, _params = _specdef.ENGINE, _specdef.REQUIRED, _specdef.SpecError, _specdef.params
 
 NAME = "vllm"
 TITLE = "vLLM"
@@ -68,6 +68,7 @@ def schedule_env_conflict(method, environment):
                 "schedule" % (environment["VLLM_USE_V2_MODEL_RUNNER"], RELEASE,
                               "drops the schedule of ngram_gpu" if method == "ngram_gpu" else "cannot run dspark"))
     return None
+
 
 # Readiness: GET HEALTH_PATH is 200 and, because vLLM's /health answers before the model is served,
 # GET /v1/models lists the served model.
@@ -187,10 +188,10 @@ _OPEN_END = 1 << 20  # vLLM needs an end for the last range; it keeps the last K
 # (vllm/model_executor/layers/quantization/__init__.py; read from 0.32, the pinned 0.33 is checked in
 # tests/contracts). A name outside the list would make a candidate that never starts.
 QUANTIZATIONS = ("awq", "auto_awq", "fp8", "fbgemm_fp8", "fp_quant", "modelopt", "modelopt_fp4", "modelopt_mxfp8",
-             "modelopt_mixed", "auto_gptq", "gptq", "gptq_marlin", "awq_marlin", "humming", "compressed-tensors",
-             "experts_int8", "quark", "moe_wna16", "torchao", "inc", "mxfp4", "gpt_oss_mxfp4", "deepseek_v4_fp8",
-             "online", "fp8_per_tensor", "fp8_per_block", "fp8_per_channel", "int8_per_channel_weight_only",
-             "nvfp4_per_token", "mxfp8")
+                 "modelopt_mixed", "auto_gptq", "gptq", "gptq_marlin", "awq_marlin", "humming", "compressed-tensors",
+                 "experts_int8", "quark", "moe_wna16", "torchao", "inc", "mxfp4", "gpt_oss_mxfp4", "deepseek_v4_fp8",
+                 "online", "fp8_per_tensor", "fp8_per_block", "fp8_per_channel", "int8_per_channel_weight_only",
+                 "nvfp4_per_token", "mxfp8")
 
 
 def _ngram(out, tp, given=()):
@@ -201,21 +202,21 @@ def _ngram(out, tp, given=()):
     lo = hi if lo is None else lo
     hi = lo if hi is None else hi
     if lo > hi:
-        raise _specdef.SpecError("prompt_lookup_min (%d) must be <= prompt_lookup_max (%d)" % (lo, hi))
+        raise SpecError("prompt_lookup_min (%d) must be <= prompt_lookup_max (%d)" % (lo, hi))
     out["prompt_lookup_min"], out["prompt_lookup_max"] = lo, hi
 
 
 def _draft(out, tp, given=()):
     dtp = out.get("draft_tensor_parallel_size")
     if dtp is not None and dtp not in (1, tp):
-        raise _specdef.SpecError("draft_tensor_parallel_size must be 1 or the target's tensor_parallel_size (%d), got %d"
+        raise SpecError("draft_tensor_parallel_size must be 1 or the target's tensor_parallel_size (%d), got %d"
                         % (tp, dtp))
 
 
 def _dspark(out, tp, given=()):
     if "draft_model" not in out and "num_speculative_tokens" not in out:
         # vLLM: without a draft it drafts from the target's own DSpark stages, and then needs k.
-        raise _specdef.SpecError("dspark on vllm requires draft_model (k then defaults to its block size) or "
+        raise SpecError("dspark on vllm requires draft_model (k then defaults to its block size) or "
                         "num_speculative_tokens (the DSpark stages bundled in the target checkpoint, e.g. DeepSeek-V4)")
     _draft(out, tp, given)
 

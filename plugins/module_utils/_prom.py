@@ -20,7 +20,6 @@ from ansible_collections.llmops.specdec.plugins.module_utils import _optional
 PARSER = _optional.Optional("prometheus_client.parser", "text_string_to_metric_families")
 
 
-
 class PromParseError(ValueError):
     pass
 

@@ -160,7 +160,6 @@ def next_k(tune, grid, levels):
 # --------------------------------------------------------------------------- the schedule
 
 
-
 def _end(lo_level, hi_level, engine):
     """The last batch size that runs the lower level's K: the geometric middle of the two levels."""
     end = max(lo_level, int(math.floor(math.sqrt(lo_level * hi_level))))
