@@ -46,7 +46,7 @@ def test_registry_resolves_each_engine_once():
     for name, mod in _engine.ENGINES.items():
         assert mod.NAME == name and mod.__name__.endswith("._engine_" + name)
         assert _engine.get(name) is mod and _engine.known(name)
-    for bad in (None, "", "VLLM", "trtllm", 3):
+    for bad in (None, "", "VLLM", "no-such-engine", 3):
         assert not _engine.known(bad)
         with pytest.raises(_engine.UnknownEngine, match="supported engines: " + ", ".join(_engine.NAMES)):
             _engine.get(bad)
