@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) 2026, llmops.specdec developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filters over module_utils/_spec.py, _server.py and _unit.py: specs, the checked unit settings, systemd quoting.
+"""Filters over module_utils/_engine.py, _spec.py, _server.py and _unit.py: engine facts, specs, the checked unit settings, systemd quoting.
 
 Documentation of each filter lives beside this file in <filter name>.yml. A refused spec or an
 argv systemd cannot run raises AnsibleFilterError with the module_utils message, so a playbook
@@ -14,6 +14,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.llmops.specdec.plugins.module_utils._lazy import module_util
 
 # Imported when a filter of this file runs, not when Ansible loads the file to look for one (_lazy.py).
+_engine = module_util("_engine")
 _gate = module_util("_gate")
 _server = module_util("_server")
 _spec = module_util("_spec")
@@ -25,10 +26,14 @@ def _wrap(name, func):
     def call(*args, **kwargs):
         try:
             return func(*args, **kwargs)
-        except (_spec.SpecError, _unit.UnitQuoteError, _gate.GateError) as exc:
+        except (_spec.SpecError, _unit.UnitQuoteError, _gate.GateError, _engine.UnknownEngine) as exc:
             raise AnsibleFilterError("%s: %s" % (name, exc))
     call.__name__ = name
     return call
+
+
+def engine_facts(engine):
+    return _engine.facts(_engine.DEFAULT if engine is None else engine)
 
 
 def spec_normalize(spec, engine, tp=1):
@@ -69,5 +74,6 @@ def systemd_env(env):
 
 class FilterModule:
     def filters(self):
-        funcs = (spec_normalize, spec_args, spec_warnings, spec_describe, server_unit, server_secret_env, switch_settings, systemd_exec, systemd_env)
+        funcs = (engine_facts, spec_normalize, spec_args, spec_warnings, spec_describe, server_unit, server_secret_env, switch_settings,
+                 systemd_exec, systemd_env)
         return {f.__name__: _wrap(f.__name__, f) for f in funcs}

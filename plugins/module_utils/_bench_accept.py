@@ -1,21 +1,18 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) 2026, llmops.specdec developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Speculative acceptance around one benchmark level, read from the engine (vLLM counters, SGLang info).
+"""Speculative acceptance around one benchmark level, read from the engine as its adapter says.
 
-vLLM: the ``vllm:spec_decode_*_total`` counters of ``/metrics`` before and after the level, differenced.
-SGLang: ``avg_spec_accept_length`` of ``/get_server_info``, a running average since the server started.
+Two kinds of reader, named by the adapter's ``ACCEPTANCE_METRICS["kind"]`` (``_engine``):
+``counters``: the engine's speculative counters of ``/metrics`` before and after the level, differenced;
+``server_info``: a running average since the server started, from a JSON info path, plus a last-batch gauge.
 Every read goes through the transport's ``get`` (``_http.http_get``): bounded, and never raising.
 """
 from __future__ import annotations
 
 import json
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _http, _prom
-
-SGLANG_CAVEAT = ('SGLang reports avg_spec_accept_length as a running average since the server '
-                 'started, so it mixes earlier traffic (warm-up, health checks, other levels) '
-                 'into this figure; use a fresh server per run for an exact value')
+from ansible_collections.llmops.specdec.plugins.module_utils import _engine, _http, _prom
 
 
 def _answer(status, text, err):
@@ -25,17 +22,26 @@ def _answer(status, text, err):
     return 'returned %s: %s' % (status, (text or err or '')[:200])
 
 
+def _of_kind(kind):
+    return [mod for mod in _engine.ENGINES.values() if mod.ACCEPTANCE_METRICS["kind"] == kind]
+
+
 def detect_metrics(transport, base_url, timeout=None):
-    """'vllm' when /metrics has vllm: series, 'sglang' when /get_server_info answers, else 'none'."""
+    """The engine whose acceptance the server exports (a registered name), else 'none': an engine with
+    counters when /metrics has its series, one with an info path when that path answers JSON, else the
+    engine whose series /metrics has."""
     root = _http.server_root(base_url)
     status, text, _err = transport.get(root + '/metrics', timeout)
-    if status == 200 and 'vllm:' in text:
-        return 'vllm'
-    status2, text2, _err = transport.get(root + '/get_server_info', timeout)
-    if status2 == 200 and text2.lstrip().startswith('{'):
-        return 'sglang'
-    if status == 200 and 'sglang:' in text:
-        return 'sglang'
+    for mod in _of_kind('counters'):
+        if status == 200 and mod.METRICS_MARKER in text:
+            return mod.NAME
+    for mod in _of_kind('server_info'):
+        status2, text2, _err = transport.get(root + mod.ACCEPTANCE_METRICS['path'], timeout)
+        if status2 == 200 and text2.lstrip().startswith('{'):
+            return mod.NAME
+    for mod in _engine.ENGINES.values():
+        if status == 200 and mod.METRICS_MARKER in text:
+            return mod.NAME
     return 'none'
 
 
@@ -50,68 +56,72 @@ class AcceptanceProbe:
         self.transport = transport
         self.root = _http.server_root(base_url)
         self.kind = kind
+        self.engine = _engine.get(kind) if _engine.known(kind) else None  # None: no acceptance ('none')
         self.before = None
         self.before_error = None
 
-    def _vllm_counters(self, timeout):
+    def _reads(self, kind):
+        return self.engine is not None and self.engine.ACCEPTANCE_METRICS['kind'] == kind
+
+    def _counters(self, timeout):
         status, text, err = self.transport.get(self.root + '/metrics', timeout)
         if status != 200:
             raise ProbeError('GET /metrics %s' % _answer(status, text, err))
-        return _prom.counters(_prom.parse_text(text), _prom.VLLM_PREFIX)
+        return _prom.counters(_prom.parse_text(text), self.engine.ACCEPTANCE_METRICS['prefix'])
 
     def start(self, timeout=None):
-        if self.kind == 'vllm':
+        if self._reads('counters'):
             try:
-                self.before = self._vllm_counters(timeout)
+                self.before = self._counters(timeout)
             except Exception as exc:  # whatever the server sent: an error in the result, never a traceback
                 self.before_error = str(exc)
 
     def skipped(self, why):
         """The acceptance entry of a level whose figures were not read (None without metrics)."""
-        if self.kind == 'vllm':
-            return {'source': 'vllm_counters', 'error': why}
-        if self.kind == 'sglang':
-            return {'source': 'sglang_server_info', 'error': why}
+        if self.engine is not None:
+            return {'source': self.engine.ACCEPTANCE_SOURCE, 'error': why}
         return None
 
     def finish(self, timeout=None):
-        if self.kind == 'vllm':
+        if self._reads('counters'):
+            source = self.engine.ACCEPTANCE_SOURCE
             if self.before is None:
-                return {'source': 'vllm_counters', 'error': self.before_error}
+                return {'source': source, 'error': self.before_error}
             try:
-                after = self._vllm_counters(timeout)
+                after = self._counters(timeout)
             except Exception as exc:  # as in start()
-                return {'source': 'vllm_counters', 'error': str(exc)}
-            acc = _prom.vllm_acceptance(self.before, after)
+                return {'source': source, 'error': str(exc)}
+            acc = _prom.counter_acceptance(self.before, after, self.engine.ACCEPTANCE_METRICS, source)
             if acc is None:
-                return {'source': 'vllm_counters', 'error': None,
-                        'caveat': 'the server exports no vllm:spec_decode_* counters '
-                                  '(speculative decoding off)'}
+                return {'source': source, 'error': None,
+                        'caveat': 'the server exports no %s* counters '
+                                  '(speculative decoding off)' % self.engine.ACCEPTANCE_METRICS['prefix']}
             acc['error'] = None
             return acc
-        if self.kind == 'sglang':
-            return self._sglang(timeout)
+        if self._reads('server_info'):
+            return self._server_info(timeout)
         return None
 
-    def _sglang(self, timeout):
-        out = {'source': 'sglang_server_info', 'since_server_start': True,
-               'caveat': SGLANG_CAVEAT, 'mean_acceptance_length': None,
+    def _server_info(self, timeout):
+        names = self.engine.ACCEPTANCE_METRICS
+        out = {'source': self.engine.ACCEPTANCE_SOURCE, 'since_server_start': True,
+               'caveat': names['caveat'], 'mean_acceptance_length': None,
                'last_batch_accept_length': None, 'error': None}
-        status, text, err = self.transport.get(self.root + '/get_server_info', timeout)
+        status, text, err = self.transport.get(self.root + names['path'], timeout)
         if status == 200:
             try:
                 info = json.loads(text)
                 states = info.get('internal_states') or [{}]
-                val = states[0].get('avg_spec_accept_length', info.get('avg_spec_accept_length'))
+                val = states[0].get(names['field'], info.get(names['field']))
                 out['mean_acceptance_length'] = float(val) if val is not None else None
             except (ValueError, AttributeError, LookupError, TypeError) as exc:
-                out['error'] = 'unreadable /get_server_info: %s' % exc
+                out['error'] = 'unreadable %s: %s' % (names['path'], exc)
         else:
-            out['error'] = 'GET /get_server_info %s' % _answer(status, text, err)
+            out['error'] = 'GET %s %s' % (names['path'], _answer(status, text, err))
         status, text, err = self.transport.get(self.root + '/metrics', timeout)
         if status == 200:
             try:
-                out['last_batch_accept_length'] = _prom.sglang_gauge(_prom.parse_text(text))
+                out['last_batch_accept_length'] = _prom.gauge_mean(_prom.parse_text(text), names['gauge'])
             except _prom.PromParseError:
                 pass
         return out

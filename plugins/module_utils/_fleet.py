@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _gate, _secrets, _server, _verdict
+from ansible_collections.llmops.specdec.plugins.module_utils import _engine, _gate, _secrets, _server, _verdict
 
 __all__ = ["FleetError", "count", "probe_target", "guard_plan", "guard", "outcome", "DRAINED", "SERVER_DEFAULTS"]
 
@@ -34,7 +34,9 @@ DRAINED = "drained in inventory (specdec_in_service: false)"
 # roles/spec_server/defaults/main.yml, for a host the role has not checked yet in this run: another
 # host's hostvars carry its inventory, not the role's defaults. tests/unit/.../test__fleet.py holds
 # these to that file; the probe address rule itself is _server's.
-SERVER_DEFAULTS = {"engine": "vllm", "host": "127.0.0.1", "port": {"vllm": 8000, "sglang": 30000}, "unit": "%s-server.service"}
+SERVER_DEFAULTS = {"engine": _engine.DEFAULT, "host": "127.0.0.1",
+                   "port": dict((name, mod.DEFAULT_PORT) for name, mod in _engine.ENGINES.items()),
+                   "unit": "%s-server.service"}
 _JOURNAL_HINT = re.compile(r";? see journalctl.*$")
 _TRUE = ("1", "true", "yes", "on", "y", "t")
 _FALSE = ("0", "false", "no", "off", "n", "f")
@@ -87,6 +89,11 @@ def _percentage(name, value):
         raise FleetError("%s must be a percentage, got %r" % (name, value)) from None
 
 
+def _lists_model(engine):
+    """Whether the engine's readiness checks the served model (its adapter's READY_LISTS_MODEL)."""
+    return _engine.known(engine) and _engine.get(engine).READY_LISTS_MODEL
+
+
 def probe_target(hv):
     """What the capacity guard probes on a host: ``{url, engine, unit, model}`` (model None: not checked).
 
@@ -100,17 +107,17 @@ def probe_target(hv):
             "url": checked["ready_url"],
             "engine": engine,
             "unit": checked["unit"],
-            "model": (checked.get("model_name") or None) if engine == "vllm" else None,
+            "model": (checked.get("model_name") or None) if _lists_model(engine) else None,
         }
     engine = hv.get("spec_server_engine") or SERVER_DEFAULTS["engine"]
     port = hv.get("spec_server_port")
     if _unset(port):
-        port = SERVER_DEFAULTS["port"].get(engine, SERVER_DEFAULTS["port"]["vllm"])
+        port = SERVER_DEFAULTS["port"].get(engine, SERVER_DEFAULTS["port"][_engine.DEFAULT])
     host = hv.get("spec_server_host")
     if host is None:
         host = SERVER_DEFAULTS["host"]
     url = _server.ready_url(host, port, hv.get("spec_server_ready_url") or "")
-    model = (hv.get("spec_server_served_model_name") or hv.get("spec_server_model") or None) if engine == "vllm" else None
+    model = (hv.get("spec_server_served_model_name") or hv.get("spec_server_model") or None) if _lists_model(engine) else None
     return {"url": url, "engine": engine, "unit": hv.get("spec_server_unit") or SERVER_DEFAULTS["unit"] % engine, "model": model}
 
 

@@ -54,14 +54,14 @@ import time
 import urllib.error
 import urllib.request
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _files, _lock, _park, _reclaim, _systemd, _unitfile
+from ansible_collections.llmops.specdec.plugins.module_utils import _engine, _files, _lock, _park, _reclaim, _systemd, _unitfile
 
 PACKAGE = "ansible_collections.llmops.specdec.plugins.module_utils"
 # The files the watcher imports, found from this one by following its imports (payload()); they are
 # installed on the host. Any of them importing ``ansible.*`` (not on the host's Python) is refused.
 PAYLOAD_ROOT = "_guard.py"
-# What answers "ready" per engine (the rule of _ready, without its Ansible HTTP stack).
-HEALTH_PATH = {"vllm": "/health", "sglang": "/health_generate"}
+# What answers "ready" per engine (the rule of _ready, without its Ansible HTTP stack): the adapters' paths.
+HEALTH_PATH = dict((name, mod.HEALTH_PATH) for name, mod in _engine.ENGINES.items())
 REQUEST_TIMEOUT = 25.0
 PACKAGE_DIRS = ("ansible_collections", "llmops", "specdec", "plugins", "module_utils")
 LIB_DIR = "/usr/local/lib/llmops-specdec"
@@ -211,15 +211,15 @@ def http_get(url, timeout, headers=None):
 
 
 def probe(ready, api_key=None, timeout=REQUEST_TIMEOUT):
-    """One readiness probe: ``(ready, detail)``. vLLM: /health 200 (and /v1/models lists ``model``
-    when one is named); SGLang: /health_generate 200 (it runs a one-token generation)."""
+    """One readiness probe: ``(ready, detail)``: the engine's ``HEALTH_PATH`` 200, and /v1/models lists
+    ``model`` (when one is named) where its adapter says ``READY_LISTS_MODEL``."""
     base = ready["url"].rstrip("/")
     headers = {"Authorization": "Bearer %s" % api_key} if api_key else {}
     path = HEALTH_PATH.get(ready.get("engine"), "/health")
     status, _body, err = http_get(base + path, timeout, headers)
     if status != 200:
         return False, "%s: %s" % (path, err or "HTTP %s" % status)
-    if ready.get("engine") != "vllm" or not ready.get("model"):
+    if not (_engine.known(ready.get("engine")) and _engine.get(ready["engine"]).READY_LISTS_MODEL) or not ready.get("model"):
         return True, "%s: 200" % path
     status, body, err = http_get(base + "/v1/models", timeout, headers)
     try:
@@ -509,14 +509,15 @@ def build_state(params, now):
     if park and park["unit"] not in reclaim["units"]:
         reclaim["units"].append(park["unit"])  # a restart after a failed wake-up stops the candidate too
     owner = {k: v for k, v in (params.get("owner") or {}).items() if v not in (None, "")}
+    engine = params.get("engine") or _engine.DEFAULT
     ttl = float(params["ttl"])
     return {
         "version": STATE_VERSION, "phase": PHASE_ARMED, "run_id": params["run_id"], "owner": owner,
         "host": socket.gethostname(), "unit": params["unit"], "unit_path": params["unit_path"],
         "restore": restore, "baseline_files": baselines,
-        "ready": {"url": params.get("ready_url") or None, "engine": params.get("engine") or "vllm",
+        "ready": {"url": params.get("ready_url") or None, "engine": engine,
                   "model": params.get("model") or None, "api_key_file": params.get("api_key_file") or None,
-                  "api_key_var": params.get("api_key_var") or "VLLM_API_KEY",
+                  "api_key_var": params.get("api_key_var") or _engine.get(engine).API_KEY_VAR,
                   "timeout": float(params.get("ready_timeout") or 1800)},
         "reclaim": reclaim, "park": park, "lock_path": params.get("lock_path") or None,
         "history": params.get("history") or os.path.join(params["state_dir"], "history.jsonl"),
@@ -702,7 +703,7 @@ def _api_key(ready):
         lines = [line.strip() for line in handle if line.strip() and not line.lstrip().startswith("#")]
     for line in lines:
         key, sep, value = line.partition("=")
-        if sep and key.strip().replace("export ", "") == ready.get("api_key_var", "VLLM_API_KEY"):
+        if sep and key.strip().replace("export ", "") == ready.get("api_key_var", _engine.get(_engine.DEFAULT).API_KEY_VAR):
             return value.strip().strip("'\"")
     if len(lines) == 1 and "=" not in lines[0]:
         return lines[0]

@@ -5,9 +5,8 @@
 without the process exiting, so a lost experiment wakes it in seconds instead of loading it again.
 
 - ``PROTOCOLS``: per engine, the flag that makes parking free memory, the routes that park, wake and
-  ask, as the pinned engines define them (vLLM 0.33 ``vllm/entrypoints/serve/dev/sleep/api_router.py``,
-  SGLang 0.5.23 ``sglang/srt/entrypoints/http_server.py``; the mock engines are held to them by
-  tests/contracts/test_park_contracts.py).
+  ask, as the pinned engines define them (each adapter's ``PARK``, ``_engine``; the mock engines are held
+  to them by tests/contracts/test_park_contracts.py).
 - ``park_problem()`` / ``cpu_memory_problem()``: why this engine may not be parked (None: it may), read
   from the running process itself (its argv and environment), ``/proc/meminfo`` and the weights on disk.
 - ``Accounting``: what the engine's processes keep on each of its GPUs (NVML, per process) and what that
@@ -25,35 +24,12 @@ import json
 import os
 import time
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _files, _systemd
+from ansible_collections.llmops.specdec.plugins.module_utils import _engine, _files, _prewarm, _systemd
 
-# The flag without which parking frees nothing (vLLM allocates through its cumem pool only with it; SGLang
-# tags its memory only with it), the environment the routes need, and the routes themselves.
-PROTOCOLS = {
-    "vllm": {
-        "flag": "--enable-sleep-mode",
-        "env": {"VLLM_SERVER_DEV_MODE": "1"},  # without it the routes are not registered (404)
-        # level 1: weights to CPU memory, KV cache dropped; mode=wait: the requests in flight finish before
-        # the weights move (the router's default, abort, would end them).
-        "park": ("POST", "/sleep?level=1&mode=wait", None),
-        "wake": ("POST", "/wake_up", None),
-        "ask": ("GET", "/is_sleeping"),
-    },
-    "sglang": {
-        "flag": "--enable-memory-saver",
-        "env": {},
-        # Releasing asserts the scheduler is idle (a busy one dies of it): pause first, which aborts the
-        # requests in flight and holds new ones until generation continues after the wake-up.
-        "pause": ("POST", "/pause_generation", {"mode": "abort"}),
-        "park": ("POST", "/release_memory_occupation", {"tags": None}),
-        "wake": ("POST", "/resume_memory_occupation", {"tags": None}),
-        "resume": ("POST", "/continue_generation", {}),
-        "ask": None,  # SGLang 0.5.23 has no route that says whether memory is released
-    },
-}
+# Per engine, its adapter's PARK: the flag without which parking frees nothing, the environment the routes
+# need, and the routes themselves (_engine_<name>.py).
+PROTOCOLS = dict((name, mod.PARK) for name, mod in _engine.ENGINES.items())
 
-# Files that hold a checkpoint's weights (what level 1 copies to CPU memory).
-WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
 # CPU memory left to the host beyond the offloaded weights: page cache, the engines' own heaps, sshd.
 DEFAULT_CPU_HEADROOM_BYTES = 8 * 1024 ** 3
 # GPU memory left free beside a parked engine and its candidate (allocator slack, NCCL buffers).
@@ -120,17 +96,7 @@ def weights_bytes(model_path):
     """Bytes of the weight files under ``model_path`` (a directory or one file); None when not on disk."""
     if not model_path or not os.path.exists(model_path):
         return None
-    if os.path.isfile(model_path):
-        return os.path.getsize(model_path)
-    total = 0
-    for dirpath, _dirs, files in os.walk(model_path):
-        for name in files:
-            if name.endswith(WEIGHT_SUFFIXES):
-                try:
-                    total += os.stat(os.path.join(dirpath, name)).st_size  # follows HF cache links
-                except OSError:
-                    continue
-    return total
+    return sum(size for _name, size in _prewarm.weight_files(model_path))
 
 
 def mem_available_bytes(meminfo_text):

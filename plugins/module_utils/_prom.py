@@ -19,12 +19,6 @@ from ansible_collections.llmops.specdec.plugins.module_utils import _optional
 # Optional: without it parse_text uses parse_text_small.
 PARSER = _optional.Optional("prometheus_client.parser", "text_string_to_metric_families")
 
-VLLM_PREFIX = 'vllm:spec_decode_'
-DRAFTS = 'vllm:spec_decode_num_drafts_total'
-DRAFT_TOKENS = 'vllm:spec_decode_num_draft_tokens_total'
-ACCEPTED = 'vllm:spec_decode_num_accepted_tokens_total'
-PER_POS = 'vllm:spec_decode_num_accepted_tokens_per_pos_total'
-
 
 class PromParseError(ValueError):
     pass
@@ -158,17 +152,22 @@ def delta(before, after):
     return out, resets
 
 
-def vllm_acceptance(before, after):
-    """Acceptance over the window between two scrapes of vLLM's spec_decode counters, or None."""
+def counter_acceptance(before, after, names, source):
+    """Acceptance over the window between two scrapes of an engine's speculative counters, or None.
+
+    ``names``: the engine's counter names (its adapter's ``ACCEPTANCE_METRICS``: ``drafts``, ``draft_tokens``,
+    ``accepted``, ``per_pos``); ``source``: the adapter's ``ACCEPTANCE_SOURCE``, which the result carries.
+    """
     d, resets = delta(before, after)
-    drafts = d.get((DRAFTS, None), 0.0)
-    draft_tokens = d.get((DRAFT_TOKENS, None), 0.0)
-    accepted = d.get((ACCEPTED, None), 0.0)
-    if (DRAFTS, None) not in after:
+    drafts = d.get((names['drafts'], None), 0.0)
+    draft_tokens = d.get((names['draft_tokens'], None), 0.0)
+    accepted = d.get((names['accepted'], None), 0.0)
+    if (names['drafts'], None) not in after:
         return None
-    positions = sorted(((int(pos), v) for (name, pos), v in d.items() if name == PER_POS and pos is not None), key=lambda kv: kv[0])
+    positions = sorted(((int(pos), v) for (name, pos), v in d.items() if name == names['per_pos'] and pos is not None),
+                       key=lambda kv: kv[0])
     return {
-        'source': 'vllm_counters',
+        'source': source,
         'drafts': int(drafts),
         'draft_tokens': int(draft_tokens),
         'accepted_tokens': int(accepted),
@@ -180,9 +179,9 @@ def vllm_acceptance(before, after):
     }
 
 
-def sglang_gauge(samples):
-    """SGLang's `sglang:spec_accept_length` gauge (last batch only) if exported, else None."""
-    vals = [s[2] for s in samples if s[0] == 'sglang:spec_accept_length' and not math.isnan(s[2])]
+def gauge_mean(samples, name):
+    """The mean of the gauge ``name`` over its series (e.g. an engine's last-batch accept length), else None."""
+    vals = [s[2] for s in samples if s[0] == name and not math.isnan(s[2])]
     return (sum(vals) / len(vals)) if vals else None
 
 

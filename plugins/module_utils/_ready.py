@@ -1,14 +1,13 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) 2026, llmops.specdec developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Readiness of a vLLM / SGLang server: one bounded probe cycle over its unit and its HTTP API.
+"""Readiness of an engine's server: one bounded probe cycle over its unit and its HTTP API.
 
 Used by the engine_ready module. The caller injects ``open_url`` (HTTP) and ``run_command``
 (systemctl), so tests run the real logic against a local HTTP server and a fake systemctl.
 
-Ready means:
-  vLLM:   GET /health is 200 AND GET /v1/models lists the expected model (any model if none given).
-  SGLang: GET /health_generate is 200 (it runs a 1-token generation, unlike vLLM's /health).
+Ready means: GET the engine's ``HEALTH_PATH`` (its adapter in ``_engine``) is 200 and, where the adapter
+says ``READY_LISTS_MODEL``, GET /v1/models lists the expected model (any model if none given).
 
 A cycle fails fast (Crashed) when the unit is failed, inactive, waiting to auto-restart, or its
 NRestarts grew past the caller's baseline: under Restart=always a dying engine is restarted by
@@ -22,27 +21,27 @@ import re
 import time
 from urllib.parse import urlparse
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _http, _secrets, _systemd
+from ansible_collections.llmops.specdec.plugins.module_utils import _engine, _http, _secrets, _systemd
 
 UNIT_PROPS = [
     'ActiveState', 'SubState', 'Result', 'NRestarts', 'MainPID',
     'ExecMainStatus', 'ExecMainCode', 'ExecMainStartTimestampMonotonic', 'LoadState',
 ]
 
-# An exception line of a traceback, perhaps behind vLLM's process prefix ("(EngineCore_DP0 pid=42) ") and
-# its logger's ("ERROR 12-04 01:50:28 [multiproc_executor.py:953] "): a real vLLM 0.32 logs a failed
-# worker's traceback line by line through its logger (seen with the real vLLM tier, tests/real).
-EXCEPTION_LINE = re.compile(r'^(?:\([^)]*\)\s+)?(?:[A-Z]+ \d\d-\d\d \d\d:\d\d:\d\d \[[^\]]*\]\s+)?'
-                            r'(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception):')
+# An exception line of a traceback, perhaps behind the prefixes an engine's logger puts before it (each
+# adapter's LOG_PREFIX: a process prefix, a logger's level, time and source).
+EXCEPTION_LINE = re.compile(r'^%s(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception):'
+                            % ''.join(mod.LOG_PREFIX for mod in _engine.ENGINES.values()))
 # The wrappers the engines raise after the real error, pointing back at it ("please check the stack trace
 # above for the root cause", "See root cause above").
 POINTS_BACK = re.compile(r'\babove\b', re.I)
 
-# (path, what must hold) per engine; /v1/models is checked separately for vLLM.
-HEALTH_PATH = {'vllm': '/health', 'sglang': '/health_generate'}
+# The path that must answer 200 per engine (its adapter's HEALTH_PATH); /v1/models is checked too where the
+# adapter says READY_LISTS_MODEL.
+HEALTH_PATH = dict((name, mod.HEALTH_PATH) for name, mod in _engine.ENGINES.items())
 
 POLL_INTERVAL = 2.0
-# One request may not use the whole cycle: SGLang's /health_generate waits up to 20 s by itself.
+# One request may not use the whole cycle: a health path that generates (SGLang's) waits up to 20 s by itself.
 MAX_REQUEST_TIMEOUT = 25.0
 
 
@@ -246,7 +245,7 @@ def probe_http(open_url, base_url, engine, model=None, timeout=10.0, api_key=Non
     status, body, err = _http.http_get(open_url, base + health, timeout)
     if status != 200:
         return False, '%s: %s' % (health, err or 'HTTP %s' % status)
-    if engine != 'vllm':
+    if not _engine.get(engine).READY_LISTS_MODEL:
         return True, '%s: 200' % health
     status, body, err = _http.http_get(open_url, base + '/v1/models', timeout, headers)
     if status != 200:

@@ -12,79 +12,49 @@ readiness URL. Every value passes ``_gate`` first, so a refusal names the variab
 
 Secrets never reach the unit text, its argv or ``systemctl show``: ``api_key``, ``secret_env`` and
 any ``env`` entry whose name looks like a credential (``HF_TOKEN``, ``*_API_KEY``...) go to the
-environment file. vLLM reads its key from ``VLLM_API_KEY``; SGLang 0.5.23 takes it only as
-``--api-key`` (``ServerArgs.api_key``, no environment variable), so SGLang is started through a
-one-line launcher that appends the flag from the environment inside the interpreter, where it is not
-part of the process's command line (``/proc/PID/cmdline`` is readable by every local user).
+environment file, the key under the engine's ``API_KEY_VAR``; an engine that reads its key only from
+argv is started through its adapter's launcher (``KEY_LAUNCHER``), which appends the flag from the
+environment inside the interpreter, where it is not part of the process's command line
+(``/proc/PID/cmdline`` is readable by every local user). Every engine fact comes from ``_engine``.
 
 A spec with a batch-size ``schedule`` on SGLang needs a file: ``schedule_path`` / ``schedule_text`` are
 the adaptive config the argv names (``--speculative-adaptive-config``), which the role installs
 root-owned before the unit (``schedule_dir``, named by content so a rolled-back unit finds its own).
-Settings with which an engine silently drops a schedule (vLLM data parallelism, SGLang attention DP
-or two-batch overlap in ``extra_args``) are refused here, before the host is touched.
-``spec_warnings`` lists what the operator should see (a deprecated method name, a band SGLang reads
+Settings with which an engine silently drops a schedule (its adapter's ``SCHEDULE_OFF`` flags in
+``extra_args``, its ``schedule_env_conflict``) are refused here, before the host is touched.
+``spec_warnings`` lists what the operator should see (a deprecated method name, a band the engine reads
 differently); the unit runs as rendered all the same.
 """
 from __future__ import annotations
 
 import re
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _gate, _spec, _unit
+from ansible_collections.llmops.specdec.plugins.module_utils import _engine, _gate, _spec, _unit
 
 __all__ = ["unit_settings", "secret_env_text", "ready_url", "OWNED_FLAGS", "FLAG_SPELLING", "SECRET_NAME",
-           "secret_name", "flag_name", "SGLANG_KEY_VAR"]
+           "secret_name", "flag_name"]
 
-# Flags the collection sets itself; the same flag in extra_args would override or duplicate it.
-OWNED_FLAGS = {
-    "vllm": ("--speculative", "-sc", "--host", "--port", "--model", "--tensor-parallel-size", "-tp",
-             "--served-model-name", "--gpu-memory-utilization", "--device-memory-utilization", "--max-model-len",
-             "--api-key"),
-    "sglang": ("--speculative", "--host", "--port", "--model-path", "--model", "--tp-size", "--tp",
-               "--tensor-parallel-size", "--served-model-name", "--mem-fraction-static", "--context-length",
-               "--api-key"),
-}
-# How each engine's parser reads a flag's name, so that a spelling it accepts cannot slip past OWNED_FLAGS:
-# - ``underscores``: vLLM's FlexibleArgumentParser turns '_' into '-' in the name (between '--' and the
-#   first '.', before any '='), so --api_key=x is --api-key=x; SGLang 0.5.23's plain argparse does not.
-# - ``abbrev``: both parsers keep argparse's allow_abbrev, so a unique prefix is the flag itself
-#   (--api-k=x is --api-key, -t 2 is -tp 2); the gate treats every prefix of an owned flag as that flag.
-# Both take --flag=value as --flag value. tests/contracts read these from the engines' own parsers.
-FLAG_SPELLING = {
-    "vllm": {"underscores": True, "abbrev": True},
-    "sglang": {"underscores": False, "abbrev": True},
-}
+# Flags the collection sets itself, and how each engine's parser reads a flag's name (``underscores``: '_'
+# folded into '-'; ``abbrev``: a unique prefix is the flag), so that a spelling it accepts cannot slip past
+# OWNED_FLAGS. Both parsers take --flag=value as --flag value. Each engine's own, from its adapter (_engine);
+# tests/contracts read them from the engines' own parsers.
+OWNED_FLAGS = dict((name, mod.OWNED_FLAGS) for name, mod in _engine.ENGINES.items())
+FLAG_SPELLING = dict((name, mod.FLAG_SPELLING) for name, mod in _engine.ENGINES.items())
 # Flags whose value is a credential (the key, a hub token): never in ExecStart= (a 0644 file, and argv is
 # readable by every local user). A name ending in -key/-token/-secret/-password or holding secret/passw is one;
 # what to use instead is named where the engine has a variable for it.
 SECRET_FLAG = re.compile(r"-(key|token|secret|password|passwd)\Z|secret|passw")
-# Flags that read more flags from a file the gate never sees (vLLM and SGLang: a YAML of options), so an
+# Flags that read more flags from a file the gate never sees (both engines: a YAML of options), so an
 # owned flag or a credential could come back through them.
 INDIRECT_FLAGS = ("--config",)
-SECRET_FLAG_INSTEAD = {
-    "--api-key": "spec_server_api_key (kept out of the unit and argv)",
-    "--hf-token": "spec_server_secret_env: {HF_TOKEN: ...} (the environment file, root 0600)",
-    # SGLang's admin key has no environment variable: the collection runs without one (listed here so that an
-    # abbreviation such as --ad, which SGLang's parser resolves to it, is refused too).
-    "--admin-api-key": "no admin key (SGLang reads it only from argv, which every local user can read)",
-}
+# Every engine's credential flags, refused on every engine (a key in the unit is one too many).
+SECRET_FLAG_INSTEAD = {}
+for _mod in _engine.ENGINES.values():
+    SECRET_FLAG_INSTEAD.update(_mod.SECRET_FLAGS)
 # Environment names that hold credentials: written only to the root-only environment file.
 # Also every *_KEY (OPENAI_KEY, WANDB_KEY) but the few below, which name no secret.
 SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSW|API_?KEY|CREDENTIAL|PRIVATE|(?:\A|_)KEY\Z", re.I)
 HARMLESS_KEY_NAMES = frozenset(("CACHE_KEY", "SORT_KEY", "PARTITION_KEY", "ROUTING_KEY", "SHARD_KEY"))
-SGLANG_KEY_VAR = "SPECDEC_API_KEY"
-_SGLANG_LAUNCHER = ("import os,runpy,sys;sys.argv+=['--api-key',os.environ.pop('%s')];"
-                    "runpy.run_module('sglang.launch_server',run_name='__main__',alter_sys=True)" % SGLANG_KEY_VAR)
-# Flags in extra_args with which the engine turns a batch-size schedule off (and runs a fixed k):
-# vLLM VllmConfig._maybe_disable_dynamic_sd_for_data_parallel; SGLang adaptive_unsupported_reason.
-_SCHEDULE_OFF = {
-    "vllm": {"--data-parallel-size": "data parallelism (ranks could pick different k and deadlock)",
-             "-dp": "data parallelism (ranks could pick different k and deadlock)"},
-    "sglang": {"--enable-dp-attention": "attention DP (adaptive decisions are not synchronized across DP ranks)",
-               "--enable-two-batch-overlap": "two-batch overlap",
-               "--enable-pdmux": "PD multiplexing",
-               "--enable-multi-layer-eagle": "multi-layer EAGLE"},
-}
-_FALSE = ("0", "false", "no", "off")
 _GPU_ID = re.compile(r"([0-9]{1,4}|(GPU|MIG)-[0-9A-Fa-f-]{8,64})\Z")
 _PROTECT_HOME = ("yes", "no", "read-only", "tmpfs")
 
@@ -100,10 +70,14 @@ def flag_name(engine, arg):
     if not isinstance(arg, str) or not arg.startswith("-") or arg == "-" or re.match(r"-[0-9.]", arg):
         return None
     name = arg.split("=", 1)[0]
-    if name.startswith("--") and FLAG_SPELLING[engine]["underscores"]:
-        head, dot, tail = name[2:].partition(".")
-        name = "--" + head.replace("_", "-") + dot + tail
-    return name
+    return _fold_underscores(name) if FLAG_SPELLING[engine]["underscores"] else name
+
+
+def _fold_underscores(name):
+    if name is None or not name.startswith("--"):
+        return name
+    head, dot, tail = name[2:].partition(".")
+    return "--" + head.replace("_", "-") + dot + tail
 
 
 def _is_prefix(name, flag):
@@ -128,7 +102,7 @@ def _owned(engine, arg):
 
 def _secret_flag(engine, arg):
     """The credential flag ``arg`` names (in any spelling, on any engine: a key in the unit is one too many)."""
-    name = flag_name("vllm", arg)  # underscores folded whatever the engine: refused either way
+    name = _fold_underscores(flag_name(engine, arg))  # whatever the engine: refused either way
     if name is None or not name.startswith("--"):
         return None
     if SECRET_FLAG.search(name):
@@ -175,26 +149,21 @@ def _schedule_conflicts(engine, spec, extra, environment):
     """Refuse the settings with which the engine would drop the spec's schedule without a word."""
     if "schedule" not in spec:
         return
+    mod = _engine.get(engine)
     for i, arg in enumerate(extra):
         flag, eq, value = arg.partition("=")
-        if flag.startswith("--"):  # vLLM's parser reads --data_parallel_size too
-            flag = "--" + flag[2:].replace("_", "-")
-        if flag not in _SCHEDULE_OFF[engine]:
+        flag = _fold_underscores(flag)  # vLLM's parser reads --data_parallel_size too
+        if flag not in mod.SCHEDULE_OFF:
             continue
-        if engine == "vllm":
+        if mod.SCHEDULE_OFF_UNLESS_ONE:
             value = value if eq else (extra[i + 1] if i + 1 < len(extra) else "1")
             if value.strip() in ("1", ""):
                 continue
         raise _gate.GateError("spec_server_extra_args carry %r, with which %s turns the spec's schedule off (%s) "
-                              "and runs a fixed k; drop one of them" % (
-                                  arg, "vLLM 0.33" if engine == "vllm" else "SGLang 0.5.23", _SCHEDULE_OFF[engine][flag]))
-    runner = str(environment.get("VLLM_USE_V2_MODEL_RUNNER", "")).strip().lower()
-    if engine == "vllm" and runner in _FALSE and spec["method"] in ("ngram_gpu", "dspark"):
-        raise _gate.GateError("spec_server_env sets VLLM_USE_V2_MODEL_RUNNER=%s: on Model Runner V1 vLLM 0.33 %s; "
-                              "unset it or drop the schedule" % (
-                                  environment["VLLM_USE_V2_MODEL_RUNNER"],
-                                  "drops the schedule of ngram_gpu" if spec["method"] == "ngram_gpu"
-                                  else "cannot run dspark"))
+                              "and runs a fixed k; drop one of them" % (arg, mod.RELEASE, mod.SCHEDULE_OFF[flag]))
+    problem = mod.schedule_env_conflict(spec["method"], environment)
+    if problem:
+        raise _gate.GateError(problem)
 
 
 def _env(values, field, secret=False):
@@ -238,21 +207,16 @@ def _probe_host(host):
 
 
 def _base_argv(s, engine, model, tp, secrets):
-    if engine == "vllm":
-        argv = [s["executable"], "serve", model]
-    elif SGLANG_KEY_VAR in secrets:
-        argv = [s["executable"], "-c", _SGLANG_LAUNCHER, "--model-path", model]
-    else:
-        argv = [s["executable"], "-m", "sglang.launch_server", "--model-path", model]
+    mod = _engine.get(engine)
+    argv = mod.serve_argv(s["executable"], model, mod.API_KEY_VAR in secrets)
     argv += ["--host", s["host"], "--port", str(s["port"])]
-    argv += ["--tensor-parallel-size" if engine == "vllm" else "--tp-size", str(tp)]
+    argv += [mod.TP_FLAG, str(tp)]
     if s["served_model_name"]:
         argv += ["--served-model-name", s["served_model_name"]]
     if s["gpu_memory_utilization"] is not None:
-        argv += ["--gpu-memory-utilization" if engine == "vllm" else "--mem-fraction-static",
-                 repr(s["gpu_memory_utilization"])]
+        argv += [mod.MEMORY_FLAG, repr(s["gpu_memory_utilization"])]
     if s["max_model_len"] is not None:
-        argv += ["--max-model-len" if engine == "vllm" else "--context-length", str(s["max_model_len"])]
+        argv += [mod.MAX_LEN_FLAG, str(s["max_model_len"])]
     return argv
 
 
@@ -261,7 +225,7 @@ def _secrets(engine, env, secret_env, api_key):
     plain = {k: v for k, v in env.items() if k not in moved}
     secrets = dict(moved, **secret_env)
     if api_key:
-        secrets["VLLM_API_KEY" if engine == "vllm" else SGLANG_KEY_VAR] = api_key
+        secrets[_engine.get(engine).API_KEY_VAR] = api_key
     return plain, secrets
 
 
@@ -286,8 +250,8 @@ def unit_settings(settings):
     g = _gate
     s = dict(settings)
     engine = s.get("engine")
-    if engine not in _spec.ENGINES:
-        raise g.GateError("spec_server_engine must be one of %s, got %r" % (", ".join(_spec.ENGINES), engine))
+    if not _engine.known(engine):
+        raise g.GateError("spec_server_engine must be one of %s, got %r" % (", ".join(_engine.NAMES), engine))
     tp = g.integer("spec_server_tensor_parallel_size", s.get("tensor_parallel_size", 1), 1, 64)
     s["unit"] = g.name("spec_server_unit", s["unit"], "unit")
     s["executable"] = g.path("spec_server_executable", s["executable"])
@@ -361,6 +325,11 @@ def unit_settings(settings):
         "start_limit_burst": g.integer("spec_server_start_limit_burst", s.get("start_limit_burst"), 1, 10000),
         "start_limit_interval": g.integer("spec_server_start_limit_interval", s.get("start_limit_interval"), 0, 7 * 86400),
         "model_name": s["served_model_name"] or model,
+        # What the readiness probes ask /v1/models for (None where the engine's readiness needs no model).
+        "ready_model": (s["served_model_name"] or model) if _engine.get(engine).READY_LISTS_MODEL else None,
+        "api_key_var": _engine.get(engine).API_KEY_VAR,
+        "description": _engine.get(engine).UNIT_DESCRIPTION,
+        "docs_url": _engine.get(engine).DOCS_URL,
         "ready_url": probe_url,
         "gpus": gpus,
         "tensor_parallel_size": tp,

@@ -25,7 +25,7 @@ from __future__ import annotations
 import io
 import math
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _report, _spec
+from ansible_collections.llmops.specdec.plugins.module_utils import _engine, _report, _spec
 
 DEFAULTS = {
     # The K values of the grid (0, no drafting, is always there: the baseline).
@@ -159,16 +159,13 @@ def next_k(tune, grid, levels):
 
 # --------------------------------------------------------------------------- the schedule
 
-# SGLang pads a batch to its CUDA-graph size before it picks a band (_spec warns about other ends);
-# band ends are snapped down to these sizes for it.
-_SGLANG_ENDS = (list(range(1, 9)) + list(range(10, 33, 2)) + list(range(40, 65, 4)) + list(range(72, 257, 8)))
-
 
 def _end(lo_level, hi_level, engine):
     """The last batch size that runs the lower level's K: the geometric middle of the two levels."""
     end = max(lo_level, int(math.floor(math.sqrt(lo_level * hi_level))))
-    if engine == "sglang":
-        end = max([e for e in _SGLANG_ENDS if lo_level <= e <= end] or [lo_level])
+    ends = _engine.get(engine).TUNE_BATCH_ENDS  # an engine that pads batches: band ends snapped down to its sizes
+    if ends is not None:
+        end = max([e for e in ends if lo_level <= e <= end] or [lo_level])
     return min(end, hi_level - 1)
 
 

@@ -8,10 +8,10 @@ upgrade (vLLM issue 26191) while throughput still looks fine next to a noisy bas
 the acceptance it measured when it kept a candidate (:func:`summarize` of the candidate's benchmark), and
 the nightly job compares tonight's measurement of the same configuration with it (:func:`judge`).
 
-What is compared: per draft position i (vLLM's ``position`` label, 0 = the first drafted token), the share
-of verification steps whose draft was accepted at position i, ``accepted_i / drafts``, from the counter
-deltas ``spec_bench`` reads (``vllm:spec_decode_num_accepted_tokens_per_pos`` and ``..._num_drafts``),
-pooled over the levels and rounds of a benchmark. Each step is one Bernoulli trial per position, so the
+What is compared: per draft position i (the counters' ``position`` label, 0 = the first drafted token), the
+share of verification steps whose draft was accepted at position i, ``accepted_i / drafts``, from the counter
+deltas ``spec_bench`` reads from an engine whose acceptance is counted (its adapter's ``ACCEPTANCE_METRICS``
+of kind ``counters``: accepted per position and drafts), pooled over the levels and rounds of a benchmark. Each step is one Bernoulli trial per position, so the
 counts give the noise.
 
 The test, per position: one-sided two-proportion z-test (the pooled score test) of "no drop" against
@@ -22,20 +22,23 @@ thousands of drafts a long run gives, the test alone would flag a drop of 0.01 t
 with a few hundred drafts, ``min_drop`` alone would flag noise. Fewer than ``min_drafts`` (50) drafts on
 either side is "not judged".
 
-Without per-position counters (an older vLLM) the overall rate ``accepted / draft_tokens`` is compared the
+Without per-position counters (an older engine release) the overall rate ``accepted / draft_tokens`` is compared the
 same way with ``drafts`` as the trials (position ``all``): the per-step share of the k drafted tokens that
 were accepted lies in [0, 1], so by the Bhatia-Davis inequality its variance is at most r (1 - r), the
 binomial variance with ``drafts`` trials: the test stays conservative.
 
-Never a false flag from missing data: no acceptance stored at keep time, an engine without counts (SGLang
-reports only a running average since the server started), no drafts, a different unit running now, a
+Never a false flag from missing data: no acceptance stored at keep time, an engine without counts (one
+that reports only a running average since the server started), no drafts, a different unit running now, a
 different number of positions: the answer is ``judged: false`` with the reason.
 """
 from __future__ import annotations
 
 import math
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _stats
+from ansible_collections.llmops.specdec.plugins.module_utils import _engine, _stats
+
+# The acceptance sources that carry counts (drafts, accepted per position): the engines read by counters.
+COUNTED = tuple(mod.ACCEPTANCE_SOURCE for mod in _engine.ENGINES.values() if mod.ACCEPTANCE_METRICS["kind"] == "counters")
 
 DEFAULTS = {
     # Family-wise false-flag rate per host and night (split over the positions compared).
@@ -124,7 +127,7 @@ def summarize(bench):
     ``bench``. Levels whose acceptance could not be read, or whose counters were reset during the level, are
     left out (and named in ``skipped``). Returns ``{"source", "drafts", "draft_tokens", "accepted_tokens",
     "accepted_per_position", "acceptance_rate", "mean_acceptance_length", "per_position", "levels",
-    "skipped"}``; counts are None where the engine gave none (SGLang: only ``mean_acceptance_length``).
+    "skipped"}``; counts are None where the engine gave none (a ``server_info`` engine: only ``mean_acceptance_length``).
     """
     out = {"source": None, "drafts": 0, "draft_tokens": 0, "accepted_tokens": 0, "accepted_per_position": [],
            "acceptance_rate": None, "mean_acceptance_length": None, "per_position": [], "levels": 0, "skipped": []}
@@ -139,7 +142,7 @@ def summarize(bench):
         if acc.get("error"):
             out["skipped"].append("%s: %s" % (where, acc["error"]))
             continue
-        if acc.get("source") != "vllm_counters":
+        if acc.get("source") not in COUNTED:
             length = _stats.finite_or_none(acc.get("mean_acceptance_length"))
             if length is not None:
                 lengths.append(length)
@@ -175,7 +178,7 @@ def summarize(bench):
             out["per_position"] = [p[0] / float(p[1]) if p[1] else None for p in positions]
             out["drafts_per_position"] = [p[1] for p in positions]
     else:
-        out["drafts"] = out["draft_tokens"] = out["accepted_tokens"] = None if out["source"] != "vllm_counters" else 0
+        out["drafts"] = out["draft_tokens"] = out["accepted_tokens"] = None if out["source"] not in COUNTED else 0
         if lengths:
             out["mean_acceptance_length"] = sum(lengths) / len(lengths)
     return out
@@ -225,7 +228,7 @@ def _not_judged(reason, kept=None, now=None, config=None):
 
 
 def _no_counts(side, data):
-    if data.get("source") and data["source"] != "vllm_counters":
+    if data.get("source") and data["source"] not in COUNTED:
         return ("the engine exposes no acceptance counts %s (%s reports only a running mean acceptance length)"
                 % (side, data["source"]))
     if data.get("source") is None:

@@ -181,7 +181,7 @@ msg:
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible.module_utils.urls import open_url
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _http, _nvml, _park, _secrets, _systemd
+from ansible_collections.llmops.specdec.plugins.module_utils import _engine, _http, _nvml, _park, _secrets, _systemd
 
 
 def _accounting(module, gpus, pids):
@@ -198,7 +198,7 @@ def _accounting(module, gpus, pids):
 def main():
     module = AnsibleModule(
         argument_spec=_http.engine_api_argspec(
-            engine=dict(type='str', required=True, choices=sorted(_park.PROTOCOLS)),
+            engine=dict(type='str', required=True, choices=list(_engine.NAMES)),
             unit=dict(type='str', required=True),
             state=dict(type='str', default='parked', choices=['parked', 'awake']),
             gpus=dict(type='list', elements='str', default=[]),

@@ -177,13 +177,13 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import open_url
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _http, _lease, _ready, _secrets
+from ansible_collections.llmops.specdec.plugins.module_utils import _engine, _http, _lease, _ready, _secrets
 
 
 def main():
     module = AnsibleModule(
         argument_spec=_http.engine_api_argspec(
-            engine=dict(type='str', required=True, choices=['vllm', 'sglang']),
+            engine=dict(type='str', required=True, choices=list(_engine.NAMES)),
             unit=dict(type='str'),
             model=dict(type='str'),
             timeout=dict(type='float', default=30),

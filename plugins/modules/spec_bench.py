@@ -594,7 +594,7 @@ import json
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _bench, _files, _http, _lease, _secrets, _suites
+from ansible_collections.llmops.specdec.plugins.module_utils import _bench, _engine, _files, _http, _lease, _secrets, _suites
 
 
 def _prompts(module):
@@ -628,7 +628,7 @@ def main():
             requests=dict(type='int', default=16),
             min_waves=dict(type='int', default=0),
             warmup=dict(type='int', default=2),
-            metrics=dict(type='str', choices=['auto', 'vllm', 'sglang', 'none'], default='auto'),
+            metrics=dict(type='str', choices=['auto'] + list(_engine.NAMES) + ['none'], default='auto'),
             chunk_usage=dict(type='bool', default=True),
             use_proxy=dict(type='bool', default=False),
             output=dict(type='path'),

@@ -155,32 +155,32 @@ attributes:
 EXAMPLES = r"""
 - name: Check the unit and snapshot it before the switch
   llmops.specdec.spec_unit:
-    name: vllm-server.service
-    path: /etc/systemd/system/vllm-server.service
-    snapshot: /var/lib/llmops-specdec/snapshot/vllm-server.service
-    unfinished: /var/lib/llmops-specdec/guard/vllm-server.json
+    name: llm-server.service
+    path: /etc/systemd/system/llm-server.service
+    snapshot: /var/lib/llmops-specdec/snapshot/llm-server.service
+    unfinished: /var/lib/llmops-specdec/guard/llm-server.json
   register: unit
 
 - name: Install a unit and restart it when it changed
   llmops.specdec.spec_unit:
-    name: vllm-server.service
-    path: /etc/systemd/system/vllm-server.service
+    name: llm-server.service
+    path: /etc/systemd/system/llm-server.service
     install:
       text: "{{ unit_text }}"
-      working_dir: /var/lib/vllm
-      owner: vllm
-      group: vllm
-      env_file: /etc/llmops-specdec/secrets/vllm-server.service.env
+      working_dir: /var/lib/llm
+      owner: llm
+      group: llm
+      env_file: /etc/llmops-specdec/secrets/llm-server.service.env
       env_text: "{{ secrets }}"
       restart: true
   register: installed
 
 - name: Roll back to the snapshot and restart the service
   llmops.specdec.spec_unit:
-    name: vllm-server.service
-    path: /etc/systemd/system/vllm-server.service
+    name: llm-server.service
+    path: /etc/systemd/system/llm-server.service
     restore:
-      src: /var/lib/llmops-specdec/snapshot/vllm-server.service
+      src: /var/lib/llmops-specdec/snapshot/llm-server.service
 """
 
 RETURN = r"""
@@ -271,7 +271,7 @@ installed:
       description: systemd's C(NRestarts) read after the restart; null without one.
       returned: always
       type: int
-  sample: {files: {/var/lib/vllm: false, /etc/systemd/system/vllm-server.service: true}, unit_changed: true,
+  sample: {files: {/var/lib/llm: false, /etc/systemd/system/llm-server.service: true}, unit_changed: true,
            reloaded: true, restarted: true, enabled_changed: false, n_restarts: 0}
 """
 

@@ -154,8 +154,8 @@ options:
   api_key_var:
     description:
       - The variable in O(api_key_file) that holds the key.
+      - Default is the engine's own (its adapter's), the variable the P(llmops.specdec.spec_server#role) role writes.
     type: str
-    default: VLLM_API_KEY
   ready_timeout:
     description:
       - Seconds the restore waits for the service to answer (a large model loads for 30 minutes).
@@ -417,7 +417,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _guard
+from ansible_collections.llmops.specdec.plugins.module_utils import _engine, _guard
 
 OWNER_OPTIONS = dict(controller=dict(type="str"), user=dict(type="str"), pid=dict(type="int"),
                      awx_job_id=dict(type="str"), label=dict(type="str"))
@@ -454,10 +454,10 @@ def main():
                 src=dict(type="path", required=True), dest=dict(type="path", required=True),
                 checksum=dict(type="str"), take=dict(type="bool", default=False))),
             ready_url=dict(type="str"),
-            engine=dict(type="str", choices=["vllm", "sglang"], default="vllm"),
+            engine=dict(type="str", choices=list(_engine.NAMES), default=_engine.DEFAULT),
             model=dict(type="str"),
             api_key_file=dict(type="path"),
-            api_key_var=dict(type="str", default="VLLM_API_KEY", no_log=False),
+            api_key_var=dict(type="str", no_log=False),
             ready_timeout=dict(type="float", default=1800),
             reclaim=dict(type="dict", default={}, options=RECLAIM_OPTIONS),
             lock_path=dict(type="path", default="/run/llmops-specdec.lock"),

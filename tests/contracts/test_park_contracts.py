@@ -25,10 +25,10 @@ import pytest
 
 from conftest import MOCK, wheel_file  # noqa: E402
 
-# The vLLM park route engine_park sends (_park.PROTOCOLS), read from its source: the collection is not
-# importable from the engine's venv.
+# The vLLM park route engine_park sends (_park.PROTOCOLS, from the adapter's PARK), read from its source: the
+# collection is not importable from the engine's venv.
 with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "plugins", "module_utils",
-                       "_park.py"), encoding="utf-8") as _src:
+                       "_engine_vllm.py"), encoding="utf-8") as _src:
     PARK_ROUTE = re.search(r'"park": \("POST", "(/sleep\?[^"]+)"', _src.read()).group(1)
 
 

@@ -26,9 +26,19 @@ from vllm.engine.arg_utils import EngineArgs  # noqa: E402
 from vllm.v1.metrics.loggers import PrometheusStatLogger  # noqa: E402
 from vllm.v1.spec_decode.metrics import SpecDecodingProm, SpecDecodingStats  # noqa: E402
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _prom  # noqa: E402
+from ansible_collections.llmops.specdec.plugins.module_utils import _engine_vllm, _prom  # noqa: E402
 
 from conftest import MOCK  # noqa: E402
+
+
+# The engines' metric names and readers, from their adapters (moved out of _prom with the engine adapters).
+VLLM = _engine_vllm.ACCEPTANCE_METRICS
+VLLM_PREFIX, DRAFTS, DRAFT_TOKENS, ACCEPTED, PER_POS = (VLLM[k] for k in ('prefix', 'drafts', 'draft_tokens', 'accepted', 'per_pos'))
+
+
+def vllm_acceptance(before, after):
+    return _prom.counter_acceptance(before, after, VLLM, _engine_vllm.ACCEPTANCE_SOURCE)
+
 
 K = 3
 LABELS = ["model_name", "engine"]  # PrometheusStatLogger's labelnames
@@ -76,7 +86,7 @@ def _assert_same(acc, want):
 
 
 def _counters(text, parser):
-    return _prom.counters(parser(text), _prom.VLLM_PREFIX)
+    return _prom.counters(parser(text), VLLM_PREFIX)
 
 
 PARSERS = {"prometheus_client": _prom.parse_text, "fallback": _prom.parse_text_small}
@@ -88,7 +98,7 @@ def test_window_between_two_scrapes_is_exactly_what_the_engine_counted(vllm_conf
     server.run(FIRST)
     before = _counters(server.scrape(), PARSERS[parser])
     server.run(SECOND)
-    acc = _prom.vllm_acceptance(before, _counters(server.scrape(), PARSERS[parser]))
+    acc = vllm_acceptance(before, _counters(server.scrape(), PARSERS[parser]))
     _assert_same(acc, _expected(SECOND))
 
 
@@ -101,14 +111,14 @@ def test_a_restart_between_scrapes_counts_only_the_new_lifetime(vllm_config, par
     time.sleep(0.01)  # a new process: its counters' _created differ
     new = _Server(vllm_config.speculative_config)
     new.run(SECOND)
-    acc = _prom.vllm_acceptance(before, _counters(new.scrape(), PARSERS[parser]))
+    acc = vllm_acceptance(before, _counters(new.scrape(), PARSERS[parser]))
     _assert_same(acc, _expected(SECOND, reset=True))
 
 
 def test_no_speculation_exports_no_spec_counters():
     prom = SpecDecodingProm(None, LABELS, {0: ["m", "0"]})
     assert not prom.spec_decoding_enabled  # no counters are created at all
-    assert _prom.vllm_acceptance({}, _counters("", _prom.parse_text)) is None
+    assert vllm_acceptance({}, _counters("", _prom.parse_text)) is None
 
 
 def _families(text):
@@ -177,7 +187,7 @@ def test_the_collection_reads_the_mock_like_the_engine(mock_vllm):
     code, body = mock_vllm.post("/v1/completions", {"model": "m", "prompt": MOCK.REPETITIVE, "max_tokens": 40,
                                                     "ignore_eos": True})
     assert code == 200
-    acc = _prom.vllm_acceptance(before, _counters(_mock_text(mock_vllm)[1], _prom.parse_text))
+    acc = vllm_acceptance(before, _counters(_mock_text(mock_vllm)[1], _prom.parse_text))
     # every token after the first comes from a verification step: 1 + accepted each
     assert body["usage"]["completion_tokens"] == 1 + acc["drafts"] + acc["accepted_tokens"]
     assert acc["draft_tokens"] == K * acc["drafts"] and not acc["counter_reset"]

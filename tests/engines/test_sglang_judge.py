@@ -30,7 +30,7 @@ from sglang.srt.server_args import ServerArgs, prepare_server_args  # noqa: E402
 from sglang.srt.speculative import adaptive_spec_params  # noqa: E402
 from sglang.srt.speculative.spec_info import SpeculativeAlgorithm  # noqa: E402
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _gate, _server, _spec  # noqa: E402
+from ansible_collections.llmops.specdec.plugins.module_utils import _engine_sglang, _gate, _server, _spec  # noqa: E402
 
 EAGLE = "yuhuili/EAGLE-LLaMA3.1-Instruct-8B"
 EAGLE3 = "/srv/models/EAGLE3 head"
@@ -169,8 +169,8 @@ def raw_sglang_args(spec):
             argv += ["--speculative-num-steps", str(k), "--speculative-eagle-topk", "1"]
         argv += ["--speculative-num-draft-tokens", str(k + 1)]
     for key, value in spec.items():
-        if key in _spec.SGLANG_FLAGS:
-            argv += [_spec.SGLANG_FLAGS[key], str(value)]
+        if key in _engine_sglang.SPEC_FLAGS:
+            argv += [_engine_sglang.SPEC_FLAGS[key], str(value)]
     return argv
 
 

@@ -23,7 +23,7 @@ from vllm.utils.argparse_utils import FlexibleArgumentParser  # noqa: E402
 from vllm.v1.spec_decode.dynamic.utils import (  # noqa: E402
     build_dynamic_sd_schedule_lookup, validate_and_normalize_dynamic_sd_schedule)
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _gate, _server, _spec  # noqa: E402
+from ansible_collections.llmops.specdec.plugins.module_utils import _engine_vllm, _gate, _server, _spec  # noqa: E402
 from tiny_models import CONFIGS  # noqa: E402
 
 # Suffix decoding needs the arctic-inference package (CUDA kernels) at engine start; config
@@ -184,7 +184,7 @@ def raw_vllm_config(spec):
             table = _spec.METHODS.get(value, {}).get("vllm")
             cfg["method"] = table["name"] if table else value
         else:
-            cfg[_spec.VLLM_KEYS.get(key, key)] = value
+            cfg[_engine_vllm.SPEC_KEYS.get(key, key)] = value
     return cfg
 
 
@@ -203,7 +203,7 @@ def test_vllm_builds_what_was_asked(spec, tp, models):
     args = parse_serve([target, "--tensor-parallel-size", str(tp)] + fragment)
     # The parser hands the JSON over key for key, in vLLM's names.
     assert args.speculative_config == {"method": _spec.METHODS[want["method"]]["vllm"]["name"],
-                                       **{_spec.VLLM_KEYS[k]: vllm_value(k, v) for k, v in want.items() if k != "method"}}
+                                       **{_engine_vllm.SPEC_KEYS[k]: vllm_value(k, v) for k, v in want.items() if k != "method"}}
 
     sc = build_speculative_config(args)
     assert sc.method == _spec.METHODS[want["method"]]["vllm"]["name"]
@@ -250,7 +250,7 @@ def test_our_filled_defaults_are_vllms():
     fields = SpeculativeConfig.__dataclass_fields__
     for name, default in _spec.METHODS["suffix"]["vllm"]["params"].items():
         if name.startswith("suffix_"):
-            assert fields[_spec.VLLM_KEYS[name]].default == default, name
+            assert fields[_engine_vllm.SPEC_KEYS[name]].default == default, name
 
 
 def test_ngram_lookup_defaults_are_vllms():

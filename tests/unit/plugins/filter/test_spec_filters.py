@@ -34,7 +34,7 @@ def render(env, text, **kw):
 
 def test_filter_names():
     assert sorted(FilterModule().filters()) == [
-        "server_secret_env", "server_unit", "spec_args", "spec_describe", "spec_normalize", "spec_warnings", "switch_settings",
+        "engine_facts", "server_secret_env", "server_unit", "spec_args", "spec_describe", "spec_normalize", "spec_warnings", "switch_settings",
         "systemd_env",
         "systemd_exec"]
 

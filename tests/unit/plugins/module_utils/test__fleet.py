@@ -15,6 +15,7 @@ import pytest
 import yaml
 from ansible.utils.helpers import pct_to_int
 
+from ansible_collections.llmops.specdec.plugins.filter import spec as spec_filters
 from ansible_collections.llmops.specdec.plugins.module_utils import _fleet, _server
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
@@ -132,6 +133,7 @@ def _role_defaults(engine):
         raw = yaml.safe_load(f)
     out = {"spec_server_engine": engine}
     env = jinja2.Environment()
+    env.filters["llmops.specdec.engine_facts"] = spec_filters.FilterModule().filters()["engine_facts"]
     for key in ("spec_server_unit", "spec_server_host", "spec_server_port", "spec_server_ready_url"):
         value = raw[key]
         out[key] = env.from_string(value).render(out) if isinstance(value, str) else value

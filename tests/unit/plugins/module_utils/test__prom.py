@@ -9,7 +9,21 @@ import math
 
 import pytest
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _prom
+from ansible_collections.llmops.specdec.plugins.module_utils import _engine_sglang, _engine_vllm, _prom
+
+
+# The engines' metric names and readers, from their adapters (moved out of _prom with the engine adapters).
+VLLM = _engine_vllm.ACCEPTANCE_METRICS
+VLLM_PREFIX, DRAFTS, DRAFT_TOKENS, ACCEPTED, PER_POS = (VLLM[k] for k in ('prefix', 'drafts', 'draft_tokens', 'accepted', 'per_pos'))
+
+
+def vllm_acceptance(before, after):
+    return _prom.counter_acceptance(before, after, VLLM, _engine_vllm.ACCEPTANCE_SOURCE)
+
+
+def sglang_gauge(samples):
+    return _prom.gauge_mean(samples, _engine_sglang.ACCEPTANCE_METRICS['gauge'])
+
 
 pc_parser = pytest.importorskip('prometheus_client.parser')
 
@@ -72,30 +86,30 @@ def test_fallback_rejects_malformed_lines(bad):
 
 
 def test_counters_sum_engines_and_keep_positions():
-    c = _prom.counters(_prom.parse_text_small(TEXT), _prom.VLLM_PREFIX)
-    assert c[(_prom.DRAFTS, None)] == 200
-    assert c[(_prom.DRAFT_TOKENS, None)] == 800
-    assert c[(_prom.ACCEPTED, None)] == 500
-    assert c[(_prom.PER_POS, '0')] == 180 and c[(_prom.PER_POS, '1')] == 150
+    c = _prom.counters(_prom.parse_text_small(TEXT), VLLM_PREFIX)
+    assert c[(DRAFTS, None)] == 200
+    assert c[(DRAFT_TOKENS, None)] == 800
+    assert c[(ACCEPTED, None)] == 500
+    assert c[(PER_POS, '0')] == 180 and c[(PER_POS, '1')] == 150
     assert not any(key[0].startswith('vllm:num_requests') for key in c)
 
 
 def test_acceptance_from_counter_deltas_hand_computed():
     before = {
-        (_prom.DRAFTS, None): 200.0,
-        (_prom.DRAFT_TOKENS, None): 800.0,
-        (_prom.ACCEPTED, None): 500.0,
-        (_prom.PER_POS, '0'): 180.0,
-        (_prom.PER_POS, '1'): 150.0,
+        (DRAFTS, None): 200.0,
+        (DRAFT_TOKENS, None): 800.0,
+        (ACCEPTED, None): 500.0,
+        (PER_POS, '0'): 180.0,
+        (PER_POS, '1'): 150.0,
     }
     after = {
-        (_prom.DRAFTS, None): 600.0,
-        (_prom.DRAFT_TOKENS, None): 2400.0,
-        (_prom.ACCEPTED, None): 1500.0,
-        (_prom.PER_POS, '0'): 500.0,
-        (_prom.PER_POS, '1'): 350.0,
+        (DRAFTS, None): 600.0,
+        (DRAFT_TOKENS, None): 2400.0,
+        (ACCEPTED, None): 1500.0,
+        (PER_POS, '0'): 500.0,
+        (PER_POS, '1'): 350.0,
     }
-    acc = _prom.vllm_acceptance(before, after)
+    acc = vllm_acceptance(before, after)
     # 400 drafts, 1600 draft tokens, 1000 accepted in the window
     assert (acc['drafts'], acc['draft_tokens'], acc['accepted_tokens']) == (400, 1600, 1000)
     assert acc['acceptance_rate'] == pytest.approx(1000 / 1600)
@@ -105,39 +119,39 @@ def test_acceptance_from_counter_deltas_hand_computed():
 
 
 def test_counter_reset_counts_from_restart_and_says_so():
-    before = {(_prom.DRAFTS, None): 1000.0, (_prom.DRAFT_TOKENS, None): 4000.0, (_prom.ACCEPTED, None): 2000.0}
+    before = {(DRAFTS, None): 1000.0, (DRAFT_TOKENS, None): 4000.0, (ACCEPTED, None): 2000.0}
     # server restarted during the run: every counter starts again from zero
-    after = {(_prom.DRAFTS, None): 50.0, (_prom.DRAFT_TOKENS, None): 200.0, (_prom.ACCEPTED, None): 120.0}
+    after = {(DRAFTS, None): 50.0, (DRAFT_TOKENS, None): 200.0, (ACCEPTED, None): 120.0}
     d, resets = _prom.delta(before, after)
-    assert d[(_prom.DRAFTS, None)] == 50.0 and len(resets) == 3
-    acc = _prom.vllm_acceptance(before, after)
+    assert d[(DRAFTS, None)] == 50.0 and len(resets) == 3
+    acc = vllm_acceptance(before, after)
     assert acc['counter_reset'] is True and 'restarted' in acc['caveat']
     assert acc['mean_acceptance_length'] == pytest.approx(1 + 120 / 50)
     assert acc['acceptance_rate'] == pytest.approx(120 / 200)
 
 
 def test_new_series_after_first_scrape_counts_from_zero():
-    d, resets = _prom.delta({}, {(_prom.DRAFTS, None): 5.0})
-    assert d == {(_prom.DRAFTS, None): 5.0} and resets == []
+    d, resets = _prom.delta({}, {(DRAFTS, None): 5.0})
+    assert d == {(DRAFTS, None): 5.0} and resets == []
 
 
 def test_no_spec_counters_means_no_acceptance():
-    assert _prom.vllm_acceptance({}, {}) is None
-    zero = {(_prom.DRAFTS, None): 0.0, (_prom.DRAFT_TOKENS, None): 0.0, (_prom.ACCEPTED, None): 0.0}
-    acc = _prom.vllm_acceptance(zero, zero)
+    assert vllm_acceptance({}, {}) is None
+    zero = {(DRAFTS, None): 0.0, (DRAFT_TOKENS, None): 0.0, (ACCEPTED, None): 0.0}
+    acc = vllm_acceptance(zero, zero)
     assert acc['mean_acceptance_length'] is None and acc['acceptance_rate'] is None
 
 
 def test_sglang_gauge_is_read_when_exported():
-    assert _prom.sglang_gauge(_prom.parse_text_small('sglang:spec_accept_length{m="a"} 2.5\n')) == 2.5
-    assert _prom.sglang_gauge(_prom.parse_text_small('sglang:num_running_reqs 1\n')) is None
+    assert sglang_gauge(_prom.parse_text_small('sglang:spec_accept_length{m="a"} 2.5\n')) == 2.5
+    assert sglang_gauge(_prom.parse_text_small('sglang:num_running_reqs 1\n')) is None
 
 
 def test_changed_created_timestamp_marks_a_restart_even_when_counts_grew():
-    name = _prom.DRAFTS[: -len('_total')]
-    before = {(_prom.DRAFTS, None): 10.0, (name + '_created', None): 1000.0}
-    after = {(_prom.DRAFTS, None): 40.0, (name + '_created', None): 2000.0}
+    name = DRAFTS[: -len('_total')]
+    before = {(DRAFTS, None): 10.0, (name + '_created', None): 1000.0}
+    after = {(DRAFTS, None): 40.0, (name + '_created', None): 2000.0}
     d, resets = _prom.delta(before, after)
-    assert d == {(_prom.DRAFTS, None): 40.0} and resets == [(_prom.DRAFTS, None)]
-    same = {(_prom.DRAFTS, None): 40.0, (name + '_created', None): 1000.0}
-    assert _prom.delta(before, same) == ({(_prom.DRAFTS, None): 30.0}, [])
+    assert d == {(DRAFTS, None): 40.0} and resets == [(DRAFTS, None)]
+    same = {(DRAFTS, None): 40.0, (name + '_created', None): 1000.0}
+    assert _prom.delta(before, same) == ({(DRAFTS, None): 30.0}, [])

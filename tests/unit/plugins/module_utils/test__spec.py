@@ -14,8 +14,10 @@ import json
 import pytest
 
 from ansible_collections.llmops.specdec.plugins.module_utils._spec import (
-    ALIASES, ENGINES, METHODS, PARAMS, REQUIRED, SCHEDULE_DIR, VLLM_KEYS, SGLANG_FLAGS, SpecError, describe, engine_args,
+    ALIASES, ENGINES, METHODS, PARAMS, REQUIRED, SCHEDULE_DIR, SpecError, describe, engine_args,
     engines_for, methods_for, normalize, schedule_file, schedule_text, spec_warnings)
+from ansible_collections.llmops.specdec.plugins.module_utils._engine_sglang import SPEC_FLAGS as SGLANG_FLAGS
+from ansible_collections.llmops.specdec.plugins.module_utils._engine_vllm import SPEC_KEYS as VLLM_KEYS
 
 EAGLE = "yuhuili/EAGLE-LLaMA3.1-Instruct-8B"
 EAGLE3 = "/srv/models/EAGLE3 head"
