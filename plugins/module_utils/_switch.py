@@ -54,6 +54,9 @@ def settings(values):
         "lock_wait": g.integer("spec_switch_lock_wait", v.get("lock_wait"), 0, 86400),
         "textfile_dir": g.path("spec_switch_textfile_dir", textfile) if textfile else "",
         "park": g.boolean("spec_switch_park", v.get("park", False)),
+        # The lossless check (_bench_outputs, _verdict_lossless): prompts digested, and the opt-in for a lossy sampler.
+        "lossless_prompts": g.integer("spec_switch_lossless_prompts", v.get("lossless_prompts", 8), 0, 1000),
+        "lossy_sampler": g.boolean("spec_switch_lossy_sampler", v.get("lossy_sampler", False)),
     }
     if out["park"]:
         out.update(_park_settings(v))
