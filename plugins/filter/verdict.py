@@ -43,12 +43,12 @@ def verdict_summary(bench, max_tokens=None):
     return _string_keys(_verdict.summarize(bench, max_tokens))
 
 
-def verdict_decide(candidate, baseline, thresholds=None, plan=None, max_tokens=None):
-    return _string_keys(_verdict.decide(baseline, candidate, thresholds, plan, max_tokens, final=True))
+def verdict_decide(candidate, baseline, thresholds=None, plan=None, max_tokens=None, lossy=False):
+    return _string_keys(_verdict.decide(baseline, candidate, thresholds, plan, max_tokens, final=True, lossy=lossy))
 
 
-def verdict_round(candidate, baseline, thresholds=None, plan=None, max_tokens=None):
-    return _string_keys(_verdict.decide(baseline, candidate, thresholds, plan, max_tokens, final=False))
+def verdict_round(candidate, baseline, thresholds=None, plan=None, max_tokens=None, lossy=False):
+    return _string_keys(_verdict.decide(baseline, candidate, thresholds, plan, max_tokens, final=False, lossy=lossy))
 
 
 def verdict_problems(measurement, thresholds=None, max_tokens=None, side="baseline"):

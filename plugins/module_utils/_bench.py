@@ -24,7 +24,7 @@ import threading
 import time
 
 from ansible_collections.llmops.specdec.plugins.module_utils import (
-    _bench_accept, _bench_stats, _bench_stream, _http, _secrets,
+    _bench_accept, _bench_outputs, _bench_stats, _bench_stream, _http, _secrets,
 )
 
 # Raw stream bytes kept for parsing after a level; beyond this, requests are parsed as they end.
@@ -40,6 +40,7 @@ LIMIT_OPTIONS = {
     'request_timeout': {'type': 'float', 'default': 600},
     'run_timeout': {'type': 'float', 'default': 3600},
     'max_samples': {'type': 'int', 'default': 1000},
+    'lossless_prompts': {'type': 'int', 'default': _bench_outputs.DEFAULT_PROMPTS},
 }
 
 
@@ -217,7 +218,7 @@ def _run(cfg, transport, headers, on_start=None):
         metrics = cfg.get('metrics') or 'auto'
         if metrics == 'auto':
             metrics = _bench_accept.detect_metrics(transport, cfg['url'], watchdog.bound(stall))
-        levels, cut = _levels(cfg, transport, watchdog, model, metrics)
+        levels, cut, lowest = _levels(cfg, transport, watchdog, model, metrics)
     finally:
         watchdog.stop()
         close = getattr(transport, 'close', None)
@@ -246,6 +247,9 @@ def _run(cfg, transport, headers, on_start=None):
         'duration_s': round((time.perf_counter_ns() - t_start) / 1e9, 3),
         'run_timeout_reached': cut,
         'levels': levels,
+        # Digests of the greedy outputs of the lowest level, per prompt: the verdict's lossless check.
+        'outputs': _bench_outputs.collect(lowest, min(cfg['concurrency']), prompts, limit(cfg, 'lossless_prompts'),
+                                          cfg.get('temperature', 0.0)),
     }
 
 
@@ -257,6 +261,7 @@ def _levels(cfg, transport, watchdog, model, metrics):
               for text in (p[1] for p in cfg['prompts'])]
     max_bytes = _bench_stream.max_request_bytes(cfg['max_tokens'])
     levels = []
+    lowest = []   # the measured results of the lowest level, for the output digests
     cut = False   # whether run_timeout left something unmeasured
     for conc in cfg['concurrency']:
         probe = _bench_accept.AcceptanceProbe(transport, cfg['url'], metrics)
@@ -270,6 +275,8 @@ def _levels(cfg, transport, watchdog, model, metrics):
         results, wall = run_level(transport, url, bodies, conc, level_requests(cfg, conc), watchdog=watchdog,
                                   max_bytes=max_bytes, max_tokens=cfg['max_tokens'])
         level = _bench_stats.summarise(results, conc, wall, limit(cfg, 'max_samples'))
+        if conc == min(cfg['concurrency']):
+            lowest = results
         if cfg.get('per_request'):
             t0 = _bench_stats.level_start_ns(results)
             level['per_request'] = [_bench_stats.request_row(r, t0) for r in results]
@@ -280,7 +287,7 @@ def _levels(cfg, transport, watchdog, model, metrics):
         else:
             level['acceptance'] = probe.finish(watchdog.bound(stall))
         levels.append(level)
-    return levels, cut
+    return levels, cut, lowest
 
 
 def describe(bench, run_timeout=None):

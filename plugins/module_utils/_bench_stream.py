@@ -221,7 +221,7 @@ class RequestResult:
 
     __slots__ = ('ok', 'error', 'detail', 'start_ns', 'ttft_ns', 'last_token_ns', 'end_ns',
                  'output_tokens', 'tokens_source', 'chunk_times_ns', 'chunk_tokens',
-                 'prompt_tokens', 'chunks', 'reads', 'done', 'kept_bytes')
+                 'prompt_tokens', 'chunks', 'reads', 'done', 'kept_bytes', 'text')
 
     def __init__(self):
         self.ok = False
@@ -240,6 +240,7 @@ class RequestResult:
         self.reads = None            # raw (t_ns, bytes) socket reads until parsed
         self.done = False
         self.kept_bytes = 0          # bytes read from the response body
+        self.text = None             # the text the stream carried, in pieces (parse_stream), for _bench_outputs
 
     def fail(self, kind, detail):
         self.ok = False
@@ -413,6 +414,8 @@ def parse_stream(reads, start_ns, result):
     usage_tokens = None
     per_chunk_known = True
     chunk_tokens = []
+    text = []
+    result.text = text
     done = False
     last = 0
     for m in EVENT_SEP.finditer(buf):
@@ -458,7 +461,10 @@ def parse_stream(reads, start_ns, result):
                                 % _shown(usage['prompt_tokens']))
                     return done
         choices = obj.get('choices') or ()
-        has_text = any(_choice_text(c) for c in choices)
+        pieces = [_choice_text(c) for c in choices]
+        has_text = any(pieces)
+        if has_text:
+            text.extend(pieces)
         n_tok = None
         if this_usage is not None and choices:
             n_tok = this_usage - prev_usage_tokens

@@ -274,7 +274,8 @@ def switch_textfile(record, timestamp):
     Series: ``llmops_specdec_switch_timestamp_seconds``, ``..._switch_kept{method,suite}`` (1 only when the
     candidate was kept, or was already running and judged a keep), ``..._switch_speedup{method,suite}``,
     ``..._switch_speedup_ci{method,suite,bound}``, ``llmops_specdec_output_tokens_per_second{role,concurrency}``
-    (candidate and baseline), ``..._switch_host_unstable{suite}`` and ``..._switch_drift_ratio{suite,concurrency}``
+    (candidate and baseline), ``..._switch_output_divergence{method,suite}`` (the lossless check),
+    ``..._switch_host_unstable{suite}`` and ``..._switch_drift_ratio{suite,concurrency}``
     (the restored configuration over the baseline, after a rollback).
     """
     method = (record.get('candidate') or {}).get('method') or 'none'
@@ -301,6 +302,10 @@ def switch_textfile(record, timestamp):
                 rates.append(([('role', role), ('concurrency', level)], fig['output_tok_s']))
     _family(out, 'llmops_specdec_output_tokens_per_second', 'Output tok/s of the candidate and of the baseline, per concurrency.',
             rates)
+    lossless = record.get('lossless') or {}
+    if _figure(lossless.get('rate')):
+        _family(out, 'llmops_specdec_switch_output_divergence', 'Share of the prompts whose greedy output differed from '
+                'the baseline\'s (the lossless check).', [(judged, lossless['rate'])])
     _family(out, 'llmops_specdec_switch_host_unstable', '1 when the configuration measured again after a rollback moved '
             'beyond the verdict\'s host shift.', [(suite, 1 if record.get('host_unstable') else 0)])
     drift = [(suite + [('concurrency', row.get('level'))], row['ratio'])

@@ -119,6 +119,7 @@ def markdown(records, generated_at):
     if switches:
         out += ["", "## Why", ""]
         out += ["- %s" % _md(verdict_line(rec)) for rec in switches]
+    out += lossless_section(switches)
     if nightly:
         out += ["", "## Nightly check", ""]
         out += ["- %s: %s %s - %s" % (_md(rec["host"]), _md(str(rec["status"]).upper().replace("_", " ")),
@@ -128,6 +129,28 @@ def markdown(records, generated_at):
     if thresholds:
         out += ["", "Thresholds: " + ", ".join("%s=%s" % kv for kv in sorted(thresholds.items()))]
     return "\n".join(out) + "\n"
+
+
+def lossless_section(records):
+    """The "Outputs (lossless check)" lines: per switch record with a ``lossless`` check (``_verdict_lossless``),
+    its divergence rate over the prompts compared and, when they differ, the prompts and where; or why it was
+    not compared."""
+    rows = [rec for rec in records if isinstance(rec.get("lossless"), dict)]
+    if not rows:
+        return []
+    out = ["", "## Outputs (lossless check)", ""]
+    for rec in rows:
+        check = rec["lossless"]
+        head = "- %s %s: " % (_md(rec.get("host", "-")), _md(rec.get("label", "candidate")))
+        if check.get("skipped"):
+            out.append(head + "not compared - %s" % _md(check["skipped"]))
+            continue
+        word = "FAILED" if check.get("status") == "fail" else "passed"
+        rate = _number(check.get("rate"))
+        out.append(head + "%s, divergence %s (%s/%s prompts) - %s" % (
+            word, "-" if rate is None else "%.1f%%" % (100 * rate), check.get("differ", "-"), check.get("compared", "-"),
+            _md(check.get("why", ""))))
+    return out
 
 
 def _share(value):

@@ -58,6 +58,9 @@ def settings(values):
         "prewarm": g.boolean("spec_switch_prewarm", v.get("prewarm", False)),
         "prewarm_margin_gib": g.number("spec_switch_prewarm_margin_gib", v.get("prewarm_margin_gib", 8), 0.0, 65536.0),
         "prewarm_timeout": g.integer("spec_switch_prewarm_timeout", v.get("prewarm_timeout", 900), 1, 86400),
+        # The lossless check (_bench_outputs, _verdict_lossless): prompts digested, and the opt-in for a lossy sampler.
+        "lossless_prompts": g.integer("spec_switch_lossless_prompts", v.get("lossless_prompts", 8), 0, 1000),
+        "lossy_sampler": g.boolean("spec_switch_lossy_sampler", v.get("lossy_sampler", False)),
     }
     if out["park"]:
         out.update(_park_settings(v))

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 import time
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _stats
+from ansible_collections.llmops.specdec.plugins.module_utils import _bench_outputs, _stats, _verdict_lossless
 
 DEFAULT_THRESHOLDS = {
     # Speculation costs draft GPU time and memory; keep it only for a clear win.
@@ -36,6 +36,9 @@ DEFAULT_THRESHOLDS = {
     "max_ttft_regression": 0.25,
     # A faster but erroring configuration is not faster (and a level above it is invalid).
     "max_error_rate": 0.01,
+    # Share of the digested prompts whose greedy output may differ from the baseline's (_verdict_lossless):
+    # speculation is lossless and both sides decode one sequence at a time, so none by default.
+    "max_output_divergence": 0.0,
 }
 
 # How the verdict is reached; docs/verdict.md derives the defaults and their operating characteristics.
@@ -107,8 +110,8 @@ def thresholds(overrides=None):
         value = _number("threshold", key, value)
         if value < 0:
             raise VerdictError("threshold %s must be >= 0, got %s" % (key, value))
-        if key == "max_error_rate" and value > 1:
-            raise VerdictError("threshold max_error_rate is a share and must be <= 1, got %s" % value)
+        if key in ("max_error_rate", "max_output_divergence") and value > 1:
+            raise VerdictError("threshold %s is a share and must be <= 1, got %s" % (key, value))
         merged[key] = value
     return merged
 
@@ -243,6 +246,8 @@ def _one_summary(bench, max_tokens=None):
     out = {"levels": levels}
     if limit is not None:
         out["max_tokens"] = limit
+    if isinstance(bench.get("outputs"), dict):
+        out["outputs"] = bench["outputs"]
     return out
 
 
@@ -349,6 +354,9 @@ def summarize(bench, max_tokens=None):
     limit = next((r["max_tokens"] for r in rounds if r.get("max_tokens") is not None), None)
     if limit is not None:
         out["max_tokens"] = limit
+    outputs = _verdict_lossless.merge([r.get("outputs") for r in rounds])
+    if outputs is not None:
+        out["outputs"] = outputs
     return out
 
 
@@ -613,7 +621,7 @@ def _seconds_per_request(acc):
     return acc["duration_s"] / requests
 
 
-def decide(baseline, candidate, overrides=None, plan_overrides=None, max_tokens=None, final=True):
+def decide(baseline, candidate, overrides=None, plan_overrides=None, max_tokens=None, final=True, lossy=False):
     """Judge candidate rounds against the baseline.
 
     baseline: a bench result or summary (or a list of them, merged). candidate: the same, or a list of
@@ -623,7 +631,12 @@ def decide(baseline, candidate, overrides=None, plan_overrides=None, max_tokens=
 
     Returns ``{"decision": keep|rollback|continue, "verdict": keep|rollback|inconclusive|invalid|continue,
     "reason", "speedup", "speedup_ci", "checks", "invalid", "next", "round", "requests", "elapsed_s",
-    "method", "thresholds", "plan"}``; ``decision`` is the action (invalid and inconclusive roll back).
+    "method", "thresholds", "plan", "lossless"}``; ``decision`` is the action (invalid and inconclusive roll back).
+
+    ``lossless``: the lossless check (``_verdict_lossless.compare``: the candidate's greedy outputs against the
+    baseline's, per prompt), or ``{"skipped": why}``; it is the first check, and a failed one rolls back
+    ("outputs differ from the baseline"). ``lossy``: the operator's opt-in for a sampler that is lossy by
+    design; its divergence is reported, never a reason to roll back.
     """
     limits = thresholds(overrides)
     settings = plan(plan_overrides)
@@ -645,6 +658,7 @@ def decide(baseline, candidate, overrides=None, plan_overrides=None, max_tokens=
             "baseline levels %s and candidate levels %s share no concurrency" % (sorted(base_acc), cand_levels))
     base_fig = {level: _figures(base_acc[level]) for level in common}
     result = {"thresholds": limits, "plan": settings, "invalid": [], "next": None}
+    base_outputs = _verdict_lossless.merge([r.get("outputs") for r in base_rounds])
 
     invalid = [{"side": "baseline", "level": level, "why": why}
                for level in common for why in _level_problems(base_fig[level], base_acc[level], at_level(limits, level), limit_tokens)]
@@ -665,9 +679,12 @@ def decide(baseline, candidate, overrides=None, plan_overrides=None, max_tokens=
             for level in common for why in _level_problems(cand_fig[level], cand_acc[level], at_level(limits, level), limit_tokens)]
         result.update(round=k, requests={level: cand_fig[level]["ok"] + cand_fig[level]["errors"] for level in common},
                       elapsed_s=_elapsed(cand_acc))
+        lossless = _verdict_lossless.compare(base_outputs, _verdict_lossless.merge([r.get("outputs") for r in cand_rounds[:k]]),
+                                             limits["max_output_divergence"], lossy)
+        result["lossless"] = lossless
         if invalid_now:
             return _finish(result, "invalid", [], invalid_now, base_fig, cand_fig, common)
-        checks = []
+        checks = [c for c in [_verdict_lossless.as_check(lossless)] if c is not None]
         for level in common:
             checks.extend(_level_checks(level, base_fig[level], cand_fig[level], base_acc[level], cand_acc[level],
                                         at_level(limits, level), settings, a_keep, passed))
@@ -767,7 +784,8 @@ def _reason(result, verdict, checks, invalid):
         sides = sorted({p["side"] for p in invalid})
         return "; ".join(parts) + (" - re-measure the baseline" if sides == ["baseline"] else "")
     if verdict == "keep":
-        shown = [c for c in checks if c["figure"] == "output_tok_s"]
+        # the speed-ups shown, and outputs that differ by the operator's leave (a lossy sampler)
+        shown = [c for c in checks if c["figure"] == "output_tok_s" or (c["figure"] == "outputs" and c["candidate"])]
         return "; ".join("c=%d %s" % (c["level"], c["why"]) for c in shown)
     if verdict == "rollback":
         return "; ".join("c=%d %s" % (c["level"], c["why"]) for c in checks if c["status"] == "fail")
@@ -877,6 +895,13 @@ def _setting(key, value):
     return value
 
 
+def _int_or_zero(value):
+    try:
+        return int(value or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
 def _hours(seconds):
     return "%.1f h" % (seconds / 3600.0) if seconds >= 360 else "%d s" % round(seconds)
 
@@ -960,6 +985,11 @@ def _stored_check(stored, settings, max_age, now, overrides, min_requests):
         if needed and count < needed:
             return dict(out, why="the stored baseline has %d request(s) at c=%s, the plan measures %d" % (
                 count, key, needed))
+    # settings' lossless_prompts (spec_bench's): with the lossless check on, a baseline without output digests
+    # cannot stand for one that has them (it was stored by a version before the check).
+    if _int_or_zero(settings.get("lossless_prompts")) > 0 and not _bench_outputs.usable(stored["summary"].get("outputs")):
+        return dict(out, why="the stored baseline has no output digests for the lossless check (%s)" % (
+            (stored["summary"].get("outputs") or {}).get("skipped") or "stored by an older version"))
     found = problems(stored["summary"], overrides)
     if found:
         return dict(out, why="the stored baseline cannot be judged: %s" % "; ".join(

@@ -149,6 +149,15 @@ options:
         RV(bench.levels[].samples_truncated) says when more requests succeeded.
     type: int
     default: 1000
+  lossless_prompts:
+    description:
+      - How many of the first prompts get a digest of their greedy output in RV(bench.outputs), for the verdict's
+        lossless check (the candidate must write what the baseline writes). The digests come from the requests of
+        the lowest concurrency level, the first one that succeeded for each prompt; no extra request is sent.
+      - C(0) digests nothing. With a O(temperature) other than C(0) nothing is digested either (the outputs are
+        not greedy), and RV(bench.outputs.skipped) says so.
+    type: int
+    default: 8
   use_proxy:
     description:
       - Whether to honour C(http_proxy) and friends. Off by default because a proxy would be measured too.
@@ -577,6 +586,41 @@ bench:
               description: Response bytes read (at most the per-request cap, see the notes).
               type: int
               sample: 81920
+    outputs:
+      description:
+        - Digests of the greedy outputs of the lowest concurrency level, per prompt, for the verdict's lossless check
+          (P(llmops.specdec.verdict_round#filter)); the text itself is not kept.
+        - Positions are in characters of the streamed text, to within RV(bench.outputs.block_chars).
+      type: dict
+      contains:
+        skipped:
+          description: Why no digest was taken (O(lossless_prompts=0), a O(temperature) other than C(0)); null when digests were taken.
+          type: str
+          sample: lossless_prompts is 0
+        level:
+          description: The concurrency level the digests come from.
+          type: int
+          sample: 1
+        temperature:
+          description: The temperature of the requests (C(0) when digests were taken).
+          type: float
+          sample: 0.0
+        block_chars:
+          description: Characters per block digest.
+          type: int
+          sample: 32
+        prompts:
+          description: One entry per prompt digested, by its index in the prompts sent; empty when skipped.
+          type: list
+          elements: dict
+          sample:
+            - index: 0
+              category: reasoning
+              prompt_sha256: 1f0c2e9a77d3b410
+              stable: true
+              sha256: 9b2d1c0e5f6a7788
+              chars: 1290
+              blocks: [0a1b2c3d, 4e5f6a7b]
 msg:
   description: One line on the run; says when O(run_timeout) cut it short, and how many requests that cost.
   returned: always
@@ -654,6 +698,8 @@ def main():
             module.fail_json(msg='%s must be positive, got %s' % (name, p[name]))
     if p['max_samples'] < 0:
         module.fail_json(msg='max_samples must be at least 0, got %d' % p['max_samples'])
+    if p['lossless_prompts'] < 0:
+        module.fail_json(msg='lossless_prompts must be at least 0, got %d' % p['lossless_prompts'])
 
     cfg = dict(p, prompts=_prompts(module))
     lost_msg = ("spec_bench against %s: the lease on the host's guard ran out, the benchmark stopped and the host is "

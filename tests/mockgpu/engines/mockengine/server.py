@@ -395,8 +395,37 @@ class _Handler(BaseHTTPRequestHandler):
         limit = max_tokens if ignore_eos else min(max_tokens, eos_at)
         finish = "stop" if (not ignore_eos and eos_at <= max_tokens) else "length"
         req = _Request(self, st, chat, body, stream, opts, prompt_tokens)
-        gen = _Generation(st, Decoder(st.params, st.spec, text, rng), rng, prompt_tokens, limit, finish)
+        gen = _Generation(st, Decoder(st.params, st.spec, text, rng), rng, prompt_tokens, limit, finish,
+                          _Text(text, body.get("seed"), st.faults))
         gen.run(req)
+
+
+class _Text:
+    """The output text of one request: token i is the same whatever the engine's speculation (lossless, as a real
+    engine's greedy output), from a stream of its own so chunking (tokens per step) cannot change it.
+
+    Fault ``diverge_after`` N: from output token N on, every token differs from the one the engine writes without
+    the fault, for the prompts ``diverge_share`` (default 1, all) picks by their hash: a candidate that is not
+    lossless (a broken draft's tokens accepted, a lossy rejection sampler).
+    """
+
+    def __init__(self, prompt, seed, faults):
+        self.rng = textmodel.request_rng(prompt, "text/%s" % (seed,))
+        self.position = 0
+        after = faults.get("diverge_after")
+        share = float(faults.get("diverge_share", 1.0))
+        self.diverge_at = int(after) if after is not None and textmodel.prompt_share(prompt) < share else None
+        self.other = textmodel.request_rng(prompt, "diverge/%s" % (seed,))
+
+    def words(self, count):
+        out = []
+        for _i in range(count):
+            word = textmodel.words(self.rng, 1)[0]
+            if self.diverge_at is not None and self.position >= self.diverge_at:
+                word = textmodel.other_word(word, self.other)
+            self.position += 1
+            out.append(word)
+        return out
 
 
 class _Request:
@@ -551,10 +580,11 @@ class _Request:
 class _Generation:
     """Prefill then decode steps for one request, paced to absolute deadlines."""
 
-    def __init__(self, state, decoder, rng, prompt_tokens, limit, finish):
+    def __init__(self, state, decoder, rng, prompt_tokens, limit, finish, text):
         self.st = state
         self.dec = decoder
         self.rng = rng
+        self.text = text
         self.prompt_tokens = prompt_tokens
         self.limit = limit
         self.finish = finish
@@ -586,7 +616,9 @@ class _Generation:
                 stats.ttft.observe(time.monotonic() - arrival)
                 stats.record_tokens(1)
             produced = 1
-            pending = textmodel.words(self.rng, 1)
+            # The decoder's draws stay as they were when the text came from its stream (timing unchanged).
+            textmodel.words(self.rng, 1)
+            pending = self.text.words(1)
             first = last = time.monotonic()
             while True:
                 if st.abort_epoch != epoch:  # pause_generation(mode=abort)
@@ -612,7 +644,8 @@ class _Generation:
                     stats.itl.observe(now - last)
                     last = now
                 produced += emit
-                pending.extend(textmodel.words(self.rng, emit))
+                textmodel.words(self.rng, emit)
+                pending.extend(self.text.words(emit))
             if st.abort_epoch != epoch:
                 return
             req.finish(produced, self.finish)

@@ -59,3 +59,15 @@ def eos_position(text, lo, hi):
 
 def words(rng, count):
     return [" " + VOCAB[rng.randrange(len(VOCAB))] for _i in range(count)]
+
+
+def prompt_share(text):
+    """A number in [0, 1) fixed by the prompt: picks the prompts a share-limited fault applies to."""
+    digest = hashlib.sha256(("share\x00%s" % text).encode("utf-8", "replace")).digest()
+    return int.from_bytes(digest[:4], "big") / float(1 << 32)
+
+
+def other_word(word, rng):
+    """A word of the vocabulary other than ``word`` (a diverging token)."""
+    index = VOCAB.index(word.strip()) if word.strip() in VOCAB else 0
+    return " " + VOCAB[(index + 1 + rng.randrange(len(VOCAB) - 1)) % len(VOCAB)]
