@@ -26,7 +26,9 @@ PROMPTS = ["the model server token speculative decoding draft target engine requ
            "copy text line word sentence copy text line word sentence copy text line",
            "0123456789 + - * / = ( ) def return if else"]
 GREEDY = {}
-KEEP = {"spec_switch_thresholds": {"min_speedup": 0, "max_tpot_regression": 100, "max_ttft_regression": 100}}
+# KEEP's latency bars are out of reach on purpose: 4 requests on a loaded 2-core machine once gave a TPOT
+# interval up to x3900, which a bar of x100 left open (an inconclusive rollback, not the keep under test).
+KEEP = {"spec_switch_thresholds": {"min_speedup": 0, "max_tpot_regression": 1e9, "max_ttft_regression": 1e9}}
 ROLLBACK = {"spec_switch_thresholds": {"min_speedup": 100}}
 SHORT = {"spec_switch_bench_concurrency": [1], "spec_switch_bench_requests": 4, "spec_switch_bench_max_tokens": 32,
          "spec_switch_plan": {"first_round": 4, "round_requests": 4, "max_requests": 4},
