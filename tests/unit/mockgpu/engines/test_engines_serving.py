@@ -155,10 +155,12 @@ def test_baseline_token_pacing_follows_the_step_time(host, engines):
     assert len(times) == 60  # without speculation: one token per chunk
     tpot = (times[-1] - times[0]) / (len(times) - 1)
     assert 0.75 * 12.2e-3 < tpot < 1.25 * 12.2e-3  # pacing applied (profile step_ms 12.2), not a benchmark
+    # The request's figures are recorded once it finished, which may be just after its last chunk went out
+    # (vLLM's output handler too records stats after it queued the final output): wait for them.
+    assert wait_until(lambda: metric(e.metrics(), "vllm:time_to_first_token_seconds_count") == 1, 5)
     prom = e.metrics()
     assert metric(prom, "vllm:spec_decode_num_drafts_total") == 0
     assert not any(k[0].startswith("vllm:spec_decode") for k in prom)  # no spec metrics without speculation
-    assert metric(prom, "vllm:time_to_first_token_seconds_count") == 1
     # the per-request TPOT histogram agrees with what the client saw
     assert metric(prom, "vllm:request_time_per_output_token_seconds_sum") == pytest.approx(tpot, rel=0.1)
 
