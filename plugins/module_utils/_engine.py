@@ -18,6 +18,8 @@ only, so the guard's payload and AnsiballZ carry it) that defines every name in 
 ``OWNED_FLAGS`` / ``FLAG_SPELLING`` / ``SECRET_FLAGS`` / ``SCHEDULE_OFF`` / ``SCHEDULE_OFF_UNLESS_ONE``
     the flags the collection sets itself, how the parser reads a name (underscores, abbreviations), the
     credential flags and what to use instead, the flags that switch a schedule off
+``cache_env(cache_dir)``
+    the environment that puts the engine's compilation caches (its own, Inductor's, Triton's, ...) in one directory
 ``HEALTH_PATH`` / ``READY_LISTS_MODEL``
     readiness: the path that must answer 200, and whether /v1/models must list the model too
 ``LOG_PREFIX``
@@ -51,7 +53,7 @@ __all__ = ["ENGINES", "NAMES", "FACTS", "DEFAULT", "UnknownEngine", "get", "know
 FACTS = ("NAME", "TITLE", "RELEASE", "DOCS_URL", "UNIT_DESCRIPTION", "EXECUTABLE", "DEFAULT_PORT",
          "API_KEY_VAR", "KEY_LAUNCHER", "serve_argv", "TP_FLAG", "MEMORY_FLAG", "MAX_LEN_FLAG",
          "OWNED_FLAGS", "FLAG_SPELLING", "SECRET_FLAGS", "SCHEDULE_OFF", "SCHEDULE_OFF_UNLESS_ONE", "schedule_env_conflict",
-         "HEALTH_PATH", "READY_LISTS_MODEL", "LOG_PREFIX", "PARK", "METRICS_MARKER", "ACCEPTANCE_SOURCE", "ACCEPTANCE_METRICS",
+         "cache_env", "HEALTH_PATH", "READY_LISTS_MODEL", "LOG_PREFIX", "PARK", "METRICS_MARKER", "ACCEPTANCE_SOURCE", "ACCEPTANCE_METRICS",
          "TUNE_BATCH_ENDS", "METHODS", "METHOD_ALIASES", "NO_SCHEDULE", "SCHEDULE_TOP_K", "QUANTIZATIONS", "CHECKS",
          "SCHEDULE_FILES", "schedule_file", "schedule_warnings", "render_spec")
 

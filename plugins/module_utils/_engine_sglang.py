@@ -69,6 +69,16 @@ def schedule_env_conflict(method, environment):
 
 
 # Readiness: /health_generate is 200 (it runs a one-token generation, so the model is served).
+# Compilation caches in the one directory the unit may write (spec_server_cache_dir, docs/load.md). SGLang
+# 0.5.23 keeps its own under SGLANG_CACHE_DIR (default ~/.cache/sglang) and points Triton, Inductor, CUDA's JIT,
+# TileLang and FlashInfer there with setdefault (srt/environ.py, third_party_cache_defaults), which does nothing
+# once FlashInfer or Inductor resolved theirs: the same layout is set here explicitly.
+def cache_env(cache_dir):
+    return {"SGLANG_CACHE_DIR": cache_dir, "TRITON_CACHE_DIR": cache_dir + "/triton",
+            "TORCHINDUCTOR_CACHE_DIR": cache_dir + "/inductor", "CUDA_CACHE_PATH": cache_dir + "/nv",
+            "TILELANG_CACHE_DIR": cache_dir + "/tilelang", "FLASHINFER_WORKSPACE_BASE": cache_dir}
+
+
 HEALTH_PATH = "/health_generate"
 READY_LISTS_MODEL = False
 

@@ -72,6 +72,16 @@ def schedule_env_conflict(method, environment):
 
 # Readiness: GET HEALTH_PATH is 200 and, because vLLM's /health answers before the model is served,
 # GET /v1/models lists the served model.
+# Compilation caches in the one directory the unit may write (spec_server_cache_dir, docs/load.md): vLLM's own
+# (torch.compile artifacts, AOT graphs) under VLLM_CACHE_ROOT (default ~/.cache/vllm); Inductor, Triton, CUDA's
+# JIT and FlashInfer beside it, in the layout SGLang uses (Inductor's default is under /tmp, which the unit's
+# PrivateTmp= empties at every start).
+def cache_env(cache_dir):
+    return {"VLLM_CACHE_ROOT": cache_dir + "/vllm", "TORCHINDUCTOR_CACHE_DIR": cache_dir + "/inductor",
+            "TRITON_CACHE_DIR": cache_dir + "/triton", "CUDA_CACHE_PATH": cache_dir + "/nv",
+            "FLASHINFER_WORKSPACE_BASE": cache_dir}
+
+
 HEALTH_PATH = "/health"
 READY_LISTS_MODEL = True
 

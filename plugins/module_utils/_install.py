@@ -81,10 +81,10 @@ def _set_enabled(run_command, unit, enabled):
 
 
 def install(run_command, unit, path, text, working_dir=None, env_file=None, env_text="", schedule=None,
-            restart=False, enabled=True, check_mode=False, owned_only=False):
+            restart=False, enabled=True, check_mode=False, owned_only=False, cache_dir=None):
     """Install ``text`` as ``path`` with the files it reads; see the module docstring.
 
-    ``working_dir`` is ``{"path", "owner", "group"}`` or None; ``env_file`` the secrets file's path,
+    ``working_dir`` and ``cache_dir`` are ``{"path", "owner", "group"}`` or None (0750 and 0700); ``env_file`` the secrets file's path,
     written with ``env_text`` when that is not empty and removed when it is; ``schedule`` is
     ``{"path", "text"}`` or None. Returns ``{"changed", "files", "unit_before", "schedule_before",
     "reloaded", "restarted", "enabled_changed", "n_restarts"}``; ``files`` maps each file or directory
@@ -104,6 +104,17 @@ def install(run_command, unit, path, text, working_dir=None, env_file=None, env_
                 raise
             uid = gid = None  # check mode on a fresh host: the role's user task has not created them yet
         files[working_dir["path"]] = uid is None or _directory(working_dir["path"], uid, gid, 0o750, check_mode)
+    if cache_dir:
+        try:
+            uid, gid = _ids(cache_dir["owner"], cache_dir["group"])
+        except InstallError:
+            if not check_mode:
+                raise
+            uid = gid = None
+        parent = os.path.dirname(cache_dir["path"].rstrip("/"))
+        if parent and not os.path.isdir(parent):  # an existing parent (/var/cache) is never changed
+            files[parent] = _directory(parent, 0, 0, 0o755, check_mode)
+        files[cache_dir["path"]] = uid is None or _directory(cache_dir["path"], uid, gid, 0o700, check_mode)
     secrets_changed = False
     if env_file and env_text:
         files[os.path.dirname(env_file)] = _directory(os.path.dirname(env_file), 0, 0, 0o700, check_mode)

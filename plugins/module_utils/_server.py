@@ -278,6 +278,12 @@ def unit_settings(settings):
     # reads the unit's CUDA_VISIBLE_DEVICES to know which GPUs are the service's, even when it is stopped.
     environment = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID",
                    "CUDA_VISIBLE_DEVICES": ",".join(gpus or [str(i) for i in range(tp)])}
+    # The compilation caches in one directory the unit may write, shared by every unit of this user (the
+    # baseline, its candidates, a rollback), so a second start of a configuration finds its compiled graphs.
+    # The operator's own spec_server_env still wins for any of these names.
+    cache_dir = g.path("spec_server_cache_dir", s["cache_dir"]) if s.get("cache_dir") else ""
+    if cache_dir:
+        environment.update(_engine.get(engine).cache_env(cache_dir.rstrip("/") or "/"))
     environment.update(plain)
 
     user = g.name("spec_server_user", s["user"], "user")
@@ -314,7 +320,8 @@ def unit_settings(settings):
         "user": user,
         "group": group,
         "working_dir_line": working_dir.replace("%", "%%"),
-        "read_write_paths": [_unit.exec_line([p]) for p in [working_dir] + rw_paths],
+        "read_write_paths": [_unit.exec_line([p]) for p in [working_dir] + ([cache_dir] if cache_dir else []) + rw_paths],
+        "cache_dir": cache_dir,
         "device_allow": ["char-nvidia* rw"] + devices,
         "syscall_filter": ("~" + " ".join(syscalls)) if syscalls else "",
         "protect_home": protect_home,

@@ -103,11 +103,16 @@ options:
       working_dir:
         description: The engine's working directory, made with O(install.owner) and O(install.group), mode 0750.
         type: path
+      cache_dir:
+        description:
+          - The engine's compilation cache directory, made with O(install.owner) and O(install.group), mode 0700 (its
+            parent, when missing, root's and 0755).
+        type: path
       owner:
-        description: The user of O(install.working_dir).
+        description: The user of O(install.working_dir) and O(install.cache_dir).
         type: str
       group:
-        description: The group of O(install.working_dir).
+        description: The group of O(install.working_dir) and O(install.cache_dir).
         type: str
       env_file:
         description:
@@ -297,6 +302,7 @@ def main():
             install=dict(type="dict", options=dict(
                 text=dict(type="str", required=True),
                 working_dir=dict(type="path"),
+                cache_dir=dict(type="path"),
                 owner=dict(type="str"),
                 group=dict(type="str"),
                 env_file=dict(type="path"),
@@ -306,7 +312,7 @@ def main():
                 restart=dict(type="bool", default=False),
                 enabled=dict(type="bool", default=True),
                 owned_only=dict(type="bool", default=False),
-            ), required_by={"working_dir": ["owner", "group"]}),
+            ), required_by={"working_dir": ["owner", "group"], "cache_dir": ["owner", "group"]}),
         ),
         mutually_exclusive=[["restore", "snapshot"], ["restore", "expect_archived"], ["install", "restore"],
                             ["install", "snapshot"], ["install", "expect_archived"]],
@@ -386,6 +392,7 @@ def install(module, run, p):
         done = _install.install(
             run, p["name"], p["path"], want["text"],
             working_dir={"path": want["working_dir"], "owner": want["owner"], "group": want["group"]} if want["working_dir"] else None,
+            cache_dir={"path": want["cache_dir"], "owner": want["owner"], "group": want["group"]} if want["cache_dir"] else None,
             env_file=want["env_file"], env_text=want["env_text"],
             schedule={"path": want["schedule_path"], "text": want["schedule_text"]} if want["schedule_path"] else None,
             restart=want["restart"], enabled=want["enabled"], check_mode=module.check_mode,

@@ -19,6 +19,7 @@ import sys
 
 import pytest
 
+from ansible_collections.llmops.specdec.plugins.module_utils import _engine
 from ansible_collections.llmops.specdec.tests.unit.plugins.module_utils.systemd_syntax import (
     parse_environment, parse_exec,
 )
@@ -86,6 +87,7 @@ RENDER_ONE = """\
     spec_server_extra_args: "{{ hazards }}"
     spec_server_env: {HF_HOME: "/var/lib/srv %i/hf", NOTE: "a$b \\"c\\""}
     spec_server_working_dir: /var/lib/srv-fx07 %i dir
+    spec_server_cache_dir: /var/cache/srv %i
     spec_server_hardening: "{{ case.hardening }}"
 
 - name: Keep the unit and what the role computed
@@ -222,9 +224,11 @@ def test_header_environment_and_paths(rendered, name, engine, spec, tp, gpus):
     want = {"HF_HOME": "/var/lib/srv %i/hf", "NOTE": 'a$b "c"', "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
     # Always named: without a GPU list the engine takes 0..TP-1, and gpu_reclaim reads the unit's list.
     want["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in gpus or range(tp))
+    # The compilation caches in spec_server_cache_dir, through the engine's own variables (docs/load.md).
+    want.update(_engine.get(engine).cache_env("/var/cache/srv %i"))
     assert env == want
     assert _values(text, "WorkingDirectory") == ["/var/lib/srv-fx07 %%i dir"]  # the rest of the line, % doubled
-    assert _values(text, "ReadWritePaths") == ['"/var/lib/srv-fx07 %%i dir"']
+    assert _values(text, "ReadWritePaths") == ['"/var/lib/srv-fx07 %%i dir"', '"/var/cache/srv %%i"']
     assert _values(text, "Restart") == ["always"]
     assert _values(text, "KillMode") == ["control-group"]
 

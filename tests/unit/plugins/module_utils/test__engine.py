@@ -146,3 +146,11 @@ def test_filter_docs_list_the_registry(path):
         opt = yaml.safe_load(f)["DOCUMENTATION"].get("options", {}).get("engine")
     if opt and "choices" in opt:
         assert opt["choices"] == list(_engine.NAMES)
+
+
+@pytest.mark.parametrize("name", _engine.NAMES)
+def test_every_compilation_cache_goes_to_the_one_directory(name):
+    env = _engine.get(name).cache_env("/var/cache/x")
+    # Inductor's default is under /tmp (emptied by PrivateTmp= at every start): every engine names it
+    assert {"TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "CUDA_CACHE_PATH"} <= set(env)
+    assert all(v == "/var/cache/x" or v.startswith("/var/cache/x/") for v in env.values()), env

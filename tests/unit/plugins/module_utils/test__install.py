@@ -238,3 +238,17 @@ def test_a_candidate_unit_is_removed_only_when_the_collection_wrote_it(tmp_path)
     ours.write_text(OURS)
     done = _unitfile.restore(run, "vllm-server-candidate.service", str(ours), None, owned_only=True)
     assert done["file"] == "removed" and not ours.exists()
+
+
+def test_the_compilation_cache_directory_is_the_users_0700_under_a_root_parent(host, tmp_path):
+    # issue 34: the caches of every unit of the user in one persistent directory; an existing parent is left alone
+    cache = dict(host["working_dir"], path=str(tmp_path / "var" / "cache" / "llmops-specdec" / "vllm"))
+    done = install(host, Systemctl(n_restarts=0), cache_dir=cache)
+    parent = os.path.dirname(cache["path"])
+    assert done["files"][cache["path"]] and done["files"][parent]
+    assert mode_owner(cache["path"]) == (0o700, host["uid"], host["gid"])
+    assert mode_owner(parent) == (0o755, 0, 0)
+    os.chmod(parent, 0o775)  # the operator's own parent, as found: never changed
+    again = install(host, Systemctl(n_restarts=0), cache_dir=cache)
+    assert not again["files"][cache["path"]] and parent not in again["files"]
+    assert mode_owner(parent)[0] == 0o775
