@@ -40,12 +40,20 @@ def serve_argv(executable, model, key_in_env):
 
 
 TP_FLAG = "--tp-size"
+# How the weights are read (spec_server_load_format, docs/load.md): SGLang 0.5.23's --load-format choices
+# (server_args.LOAD_FORMAT_CHOICES; tests/contracts holds the list to it) but `dummy` (random weights), and those
+# that read past the page cache (a prewarm cannot help them).
+LOAD_FORMAT_FLAG = "--load-format"
+LOAD_FORMATS = ("auto", "pt", "safetensors", "instanttensor", "npcache", "sharded_state", "presharded", "gguf",
+                "expert_pack", "bitsandbytes", "mistral", "layered", "flash_rl", "remote", "remote_instance",
+                "fastsafetensors", "private", "runai_streamer")
+DIRECT_IO_LOAD_FORMATS = ("fastsafetensors", "runai_streamer")
 MEMORY_FLAG = "--mem-fraction-static"
 MAX_LEN_FLAG = "--context-length"
 
 OWNED_FLAGS = ("--speculative", "--host", "--port", "--model-path", "--model", "--tp-size", "--tp",
                "--tensor-parallel-size", "--served-model-name", "--mem-fraction-static", "--context-length",
-               "--api-key")
+               "--api-key", "--load-format")
 # SGLang 0.5.23's plain argparse keeps '_' in a name (--api_key is no flag of it) and allow_abbrev.
 FLAG_SPELLING = {"underscores": False, "abbrev": True}
 SECRET_FLAGS = {

@@ -36,13 +36,21 @@ def serve_argv(executable, model, key_in_env):
 
 # The base flags the collection renders (_server._base_argv).
 TP_FLAG = "--tensor-parallel-size"
+# How the weights are read (spec_server_load_format, docs/load.md): vLLM 0.33's loaders
+# (model_loader._LOAD_FORMAT_TO_MODEL_LOADER; tests/contracts holds the list to it) but `dummy` (random
+# weights: a server that answers nonsense), and those that read past the page cache (a prewarm cannot help them:
+# measured on an H200, bench/README.md).
+LOAD_FORMAT_FLAG = "--load-format"
+LOAD_FORMATS = ("auto", "hf", "fastsafetensors", "instanttensor", "ipc_cache", "mistral", "modelexpress", "npcache", "pt",
+                "runai_streamer", "runai_streamer_sharded", "safetensors", "sharded_state", "tensorizer")
+DIRECT_IO_LOAD_FORMATS = ("fastsafetensors", "runai_streamer", "runai_streamer_sharded")
 MEMORY_FLAG = "--gpu-memory-utilization"
 MAX_LEN_FLAG = "--max-model-len"
 
 # Flags the collection sets itself; the same flag in extra_args would override or duplicate it.
 OWNED_FLAGS = ("--speculative", "-sc", "--host", "--port", "--model", "--tensor-parallel-size", "-tp",
                "--served-model-name", "--gpu-memory-utilization", "--device-memory-utilization", "--max-model-len",
-               "--api-key")
+               "--api-key", "--load-format")
 # How the parser reads a flag's name: vLLM's FlexibleArgumentParser turns '_' into '-' in the name (between
 # '--' and the first '.', before any '='), so --api_key=x is --api-key=x; it keeps argparse's allow_abbrev,
 # so a unique prefix is the flag itself (--api-k=x is --api-key, -t 2 is -tp 2).

@@ -124,7 +124,8 @@ def _extra_args(engine, values):
         flag = _owned(engine, item)
         if flag:
             where = {"--speculative": "spec_server_spec (docs/spec-methods.md)", "-sc": "spec_server_spec",
-                     "--api-key": "spec_server_api_key (kept out of the unit and argv)"}.get(
+                     "--api-key": "spec_server_api_key (kept out of the unit and argv)",
+                     "--load-format": "spec_server_load_format (docs/load.md)"}.get(
                          flag, "its spec_server_* variable")
             raise _gate.GateError("spec_server_extra_args may not carry %r (item %d, which %s reads as %s; its value "
                                   "is not shown): the collection sets %s itself; use %s"
@@ -206,6 +207,16 @@ def _probe_host(host):
     return "[%s]" % host if ":" in host else host
 
 
+def _load_format(engine, value):
+    """spec_server_load_format: one of the engine's loaders, or '' for its default."""
+    mod = _engine.get(engine)
+    if value and value not in mod.LOAD_FORMATS:
+        raise _gate.GateError("spec_server_load_format must be one of %s for %s (or empty for its default), got %r%s" % (
+            ", ".join(mod.LOAD_FORMATS), engine, value,
+            ": dummy loads random weights, a server that answers nonsense" if value == "dummy" else ""))
+    return value
+
+
 def _base_argv(s, engine, model, tp, secrets):
     mod = _engine.get(engine)
     argv = mod.serve_argv(s["executable"], model, mod.API_KEY_VAR in secrets)
@@ -217,6 +228,8 @@ def _base_argv(s, engine, model, tp, secrets):
         argv += [mod.MEMORY_FLAG, repr(s["gpu_memory_utilization"])]
     if s["max_model_len"] is not None:
         argv += [mod.MAX_LEN_FLAG, str(s["max_model_len"])]
+    if s["load_format"]:
+        argv += [mod.LOAD_FORMAT_FLAG, s["load_format"]]
     return argv
 
 
@@ -260,6 +273,7 @@ def unit_settings(settings):
                                     max_len=255, allow_empty=True, no_dash=True)
     s["host"] = g.name("spec_server_host", s.get("host") or "", "host")
     s["port"] = g.integer("spec_server_port", s.get("port"), 1, 65535)
+    s["load_format"] = _load_format(engine, s.get("load_format") or "")
     s["gpu_memory_utilization"] = _optional(s.get("gpu_memory_utilization"), lambda v: g.number(
         "spec_server_gpu_memory_utilization", v, 0.0, 1.0, lo_open=True))
     s["max_model_len"] = _optional(s.get("max_model_len"), lambda v: g.integer(
@@ -322,6 +336,9 @@ def unit_settings(settings):
         "working_dir_line": working_dir.replace("%", "%%"),
         "read_write_paths": [_unit.exec_line([p]) for p in [working_dir] + ([cache_dir] if cache_dir else []) + rw_paths],
         "cache_dir": cache_dir,
+        "load_format": s["load_format"],
+        # A loader that reads past the page cache gains nothing from a prewarm (docs/load.md).
+        "load_reads_page_cache": s["load_format"] not in _engine.get(engine).DIRECT_IO_LOAD_FORMATS,
         "device_allow": ["char-nvidia* rw"] + devices,
         "syscall_filter": ("~" + " ".join(syscalls)) if syscalls else "",
         "protect_home": protect_home,

@@ -121,3 +121,25 @@ def test_draft_quantization_names_are_the_engines():
         pass
     if not checked:
         pytest.skip("neither engine is installed in this venv")
+
+
+def test_load_formats_are_the_engines_but_dummy():
+    # issue 34: spec_server_load_format takes exactly the engine's loaders, but `dummy` (random weights)
+    from ansible_collections.llmops.specdec.plugins.module_utils import _engine  # pylint: disable=import-outside-toplevel
+    checked = []
+    try:
+        from vllm.model_executor.model_loader import _LOAD_FORMAT_TO_MODEL_LOADER  # pylint: disable=import-outside-toplevel
+        assert set(_engine.get("vllm").LOAD_FORMATS) == set(_LOAD_FORMAT_TO_MODEL_LOADER) - {"dummy"}
+        checked.append("vllm")
+    except ImportError:
+        pass
+    try:
+        from sglang.srt.server_args import LOAD_FORMAT_CHOICES  # pylint: disable=import-outside-toplevel
+        assert set(_engine.get("sglang").LOAD_FORMATS) == set(LOAD_FORMAT_CHOICES) - {"dummy"}
+        checked.append("sglang")
+    except ImportError:
+        pass
+    if not checked:
+        pytest.skip("neither engine is installed in this venv")
+    for name in checked:
+        assert set(_engine.get(name).DIRECT_IO_LOAD_FORMATS) <= set(_engine.get(name).LOAD_FORMATS)

@@ -382,3 +382,16 @@ def test_quantization_names_are_sglangs_to_check():
     parse(fragment)
     with pytest.raises(SystemExit):
         parse(["bogus" if arg == "fp8" else arg for arg in fragment])
+
+
+@pytest.mark.parametrize("fmt", ["safetensors", "runai_streamer", "fastsafetensors"])
+def test_the_load_format_is_sglangs(fmt):
+    # issue 34: spec_server_load_format rendered by the unit's gate, read by SGLang's own parser
+    settings = {"engine": "sglang", "unit": "sglang-server.service", "executable": "/usr/bin/python3",
+                "model": "/m", "host": "127.0.0.1", "port": 30000, "spec": {"method": "none"}, "user": "sglang",
+                "group": "sglang", "working_dir": "/var/lib/sglang", "env_file": "/etc/x.env", "start_timeout": 1,
+                "stop_timeout": 1, "restart_sec": 1, "start_limit_burst": 1, "start_limit_interval": 1,
+                "load_format": fmt}
+    argv = _server.unit_settings(settings)["argv"]
+    sa = prepare_server_args(argv[argv.index("--model-path"):])
+    assert sa.load_format == fmt

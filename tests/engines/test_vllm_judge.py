@@ -388,3 +388,16 @@ def test_quantization_names_are_vllms_to_check(models):
     assert '"quantization":"bogus"' in fragment[-1]
     with pytest.raises(ValueError, match="quantization"):
         build_speculative_config(parse_serve([models["target"]] + fragment))
+
+
+@pytest.mark.parametrize("fmt", ["safetensors", "runai_streamer", "fastsafetensors"])
+def test_the_load_format_is_vllms(fmt, models):
+    # issue 34: spec_server_load_format rendered by the unit's gate, read by vLLM's own parser and EngineArgs
+    settings = {"engine": "vllm", "unit": "vllm-server.service", "executable": "/usr/local/bin/vllm",
+                "model": models["target"], "host": "127.0.0.1", "port": 8000, "spec": {"method": "none"}, "user": "vllm",
+                "group": "vllm", "working_dir": "/var/lib/vllm", "env_file": "/etc/x.env", "start_timeout": 1,
+                "stop_timeout": 1, "restart_sec": 1, "start_limit_burst": 1, "start_limit_interval": 1,
+                "load_format": fmt}
+    argv = _server.unit_settings(settings)["argv"]
+    args = parse_serve(argv[2:])  # after `vllm serve`
+    assert args.load_format == fmt and EngineArgs.from_cli_args(args).load_format == fmt

@@ -414,3 +414,18 @@ def test_a_config_file_of_engine_options_is_refused(engine, arg):
     exe = "/usr/local/bin/vllm" if engine == "vllm" else "/usr/bin/python3"
     _refused("reads engine options from a file that the gate cannot check", engine=engine, executable=exe,
              extra_args=[arg, "/etc/opts.yaml"])
+
+
+@pytest.mark.parametrize("engine, exe", [("vllm", "/usr/local/bin/vllm"), ("sglang", "/usr/bin/python3")])
+def test_the_load_format_is_rendered_once_and_checked(engine, exe):
+    # issue 34: spec_server_load_format, one of the engine's loaders; the flag itself is the collection's
+    _text, checked = render(engine=engine, executable=exe, load_format="runai_streamer")
+    assert checked["argv"].count("--load-format") == 1
+    assert checked["argv"][checked["argv"].index("--load-format") + 1] == "runai_streamer"
+    assert checked["load_format"] == "runai_streamer" and not checked["load_reads_page_cache"]
+    _text, plain = render(engine=engine, executable=exe)
+    assert "--load-format" not in plain["argv"] and plain["load_reads_page_cache"]
+    assert _refused("dummy loads random weights", engine=engine, executable=exe, load_format="dummy")
+    assert _refused("spec_server_load_format must be one of", engine=engine, executable=exe, load_format="magic")
+    msg = _refused("use spec_server_load_format", engine=engine, executable=exe, extra_args=["--load-format=pt"])
+    assert "reads as --load-format" in msg
