@@ -60,6 +60,18 @@ def _directory(path, uid, gid, mode, check_mode):
     return changed
 
 
+def _users_directory(want, mode, check_mode):
+    """``want`` (``{"path", "owner", "group"}``) made the service user's; whether it changed. In check mode on a
+    fresh host the user does not exist yet (the role's user task has not run): the directory counts as changed."""
+    try:
+        uid, gid = _ids(want["owner"], want["group"])
+    except InstallError:
+        if not check_mode:
+            raise
+        return True
+    return _directory(want["path"], uid, gid, mode, check_mode)
+
+
 def _file(path, data, mode, check_mode):
     """Write ``data`` to ``path`` (root's, ``mode``) when it differs; return (changed, the old text or None)."""
     return _files.update(path, data, mode, root=True, check_mode=check_mode)
@@ -97,24 +109,12 @@ def install(run_command, unit, path, text, working_dir=None, env_file=None, env_
         _unitfile.check_ours(path)
     files = {}
     if working_dir:
-        try:
-            uid, gid = _ids(working_dir["owner"], working_dir["group"])
-        except InstallError:
-            if not check_mode:
-                raise
-            uid = gid = None  # check mode on a fresh host: the role's user task has not created them yet
-        files[working_dir["path"]] = uid is None or _directory(working_dir["path"], uid, gid, 0o750, check_mode)
+        files[working_dir["path"]] = _users_directory(working_dir, 0o750, check_mode)
     if cache_dir:
-        try:
-            uid, gid = _ids(cache_dir["owner"], cache_dir["group"])
-        except InstallError:
-            if not check_mode:
-                raise
-            uid = gid = None
         parent = os.path.dirname(cache_dir["path"].rstrip("/"))
         if parent and not os.path.isdir(parent):  # an existing parent (/var/cache) is never changed
             files[parent] = _directory(parent, 0, 0, 0o755, check_mode)
-        files[cache_dir["path"]] = uid is None or _directory(cache_dir["path"], uid, gid, 0o700, check_mode)
+        files[cache_dir["path"]] = _users_directory(cache_dir, 0o700, check_mode)
     secrets_changed = False
     if env_file and env_text:
         files[os.path.dirname(env_file)] = _directory(os.path.dirname(env_file), 0, 0, 0o700, check_mode)
