@@ -93,6 +93,30 @@ READY_LISTS_MODEL = False
 # Log lines worth reporting: SGLang prints a traceback's lines as they are (no prefix to skip).
 LOG_PREFIX = r''
 
+# The load, in the engine's own start-up lines (docs/load.md; SGLang 0.5.23: model_runner.py "Load weight end",
+# cuda_graph_setup.py "Capture <name> CUDA graph end" once per graph runner, target and draft, one after the
+# other: a named group `what` sums them). torch.compile runs inside graph capture; the KV pool has no figure.
+LOAD_FIGURES = (
+    ("weights", r"Load weight end\. elapsed=(?P<s>[0-9.]+) s"),
+    ("graph_capture", r"Capture (?P<what>.+?) (?:CUDA )?graph end\..*elapsed=(?P<s>[0-9.]+) s"),
+)
+# tqdm's bar while the shards are read (weight_utils.py "Loading safetensors checkpoint shards: 41% Completed").
+LOAD_PROGRESS = r"Loading safetensors checkpoint shards:\s+(?P<pct>\d+)% Completed"
+# The line that ends the start (the API serves): the load's total runs from the unit's start to it.
+READY_LINE = r"The server is fired up and ready to roll"
+LOAD_STAGES = (
+    (r"Load weight begin", "loading weights"),
+    (r"Load weight end", "allocating the KV cache and capturing graphs"),
+    (r"The server is fired up", "warming up"),
+)
+
+
+def load_phases(figures):
+    """Seconds per phase from the figures (SGLang reports weights and graph capture)."""
+    return {"weights": figures.get("weights"), "compile": None, "graph_capture": figures.get("graph_capture"),
+            "kv_profile": None}
+
+
 # Parking (sglang/srt/entrypoints/http_server.py).
 PARK = {
     "flag": "--enable-memory-saver",

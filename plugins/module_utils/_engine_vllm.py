@@ -98,6 +98,39 @@ READY_LISTS_MODEL = True
 # a real vLLM 0.32 logs a failed worker's traceback line by line through its logger (tests/real).
 LOG_PREFIX = r'(?:\([^)]*\)\s+)?(?:[A-Z]+ \d\d-\d\d \d\d:\d\d:\d\d \[[^\]]*\]\s+)?'
 
+# The load, in the engine's own start-up lines (docs/load.md; vLLM 0.32/0.33: default_loader.py,
+# gpu_model_runner.py, compilation/monitor.py and backends.py, v1/engine/core.py). Each names a figure in
+# seconds (group s); TP ranks log theirs side by side (the largest is kept). The first pattern of a figure that
+# matches wins. STAGES say what it is doing after a line, for the readiness wait's progress line.
+LOAD_FIGURES = (
+    ("weights", r"Model loading took [0-9.]+ GiB memory and (?P<s>[0-9.]+) seconds"),
+    ("weights", r"Loading weights took (?P<s>[0-9.]+) seconds"),
+    ("compile", r"torch\.compile took (?P<s>[0-9.]+) s in total"),
+    ("compile_cached", r"Directly load the compiled graph\(s\) for .* from the cache, took (?P<s>[0-9.]+) s"),
+    ("graph_capture", r"Graph capturing finished in (?P<s>[0-9.]+) secs"),
+    ("engine_init", r"init engine \(profile, create kv cache, warmup model\) took (?P<s>[0-9.]+) s"),
+)
+# tqdm's bar while the shards are read (weight_utils.py "Loading safetensors checkpoint shards: 41% Completed").
+LOAD_PROGRESS = r"Loading safetensors checkpoint shards:\s+(?P<pct>\d+)% Completed"
+# The line that ends the start (the API serves): the load's total runs from the unit's start to it.
+READY_LINE = r"Application startup complete"
+LOAD_STAGES = (
+    (r"Starting to load model", "loading weights"),
+    (r"Loading weights took|Model loading took", "compiling, profiling memory and capturing graphs"),
+    (r"init engine \(profile, create kv cache, warmup model\) took", "starting the API server"),
+)
+
+
+def load_phases(figures):
+    """Seconds per phase from the figures: vLLM's 'init engine' holds compilation (or its cache load), the
+    memory profile with the KV cache, and graph capture; the profile is what is left of it."""
+    compile_s = figures.get("compile", figures.get("compile_cached"))
+    init = figures.get("engine_init")
+    kv = None if init is None else max(0.0, init - (compile_s or 0.0) - (figures.get("graph_capture") or 0.0))
+    return {"weights": figures.get("weights"), "compile": compile_s, "graph_capture": figures.get("graph_capture"),
+            "kv_profile": kv}
+
+
 # Parking (docs/park.md; vllm/entrypoints/serve/dev/sleep/api_router.py): the flag without which it frees
 # nothing (allocations through the cumem pool only with it), the environment the routes need, the routes.
 PARK = {

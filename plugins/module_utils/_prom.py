@@ -275,6 +275,7 @@ def switch_textfile(record, timestamp):
     candidate was kept, or was already running and judged a keep), ``..._switch_speedup{method,suite}``,
     ``..._switch_speedup_ci{method,suite,bound}``, ``llmops_specdec_output_tokens_per_second{role,concurrency}``
     (candidate and baseline), ``..._switch_output_divergence{method,suite}`` (the lossless check),
+    ``..._switch_load_seconds{method,suite,phase}`` (the candidate's start, docs/load.md),
     ``..._switch_host_unstable{suite}`` and ``..._switch_drift_ratio{suite,concurrency}``
     (the restored configuration over the baseline, after a rollback).
     """
@@ -306,6 +307,11 @@ def switch_textfile(record, timestamp):
     if _figure(lossless.get('rate')):
         _family(out, 'llmops_specdec_switch_output_divergence', 'Share of the prompts whose greedy output differed from '
                 'the baseline\'s (the lossless check).', [(judged, lossless['rate'])])
+    load = record.get('load') or {}
+    phases = [(judged + [('phase', phase)], load[phase])
+              for phase in ('weights', 'compile', 'graph_capture', 'kv_profile', 'other', 'total') if _figure(load.get(phase))]
+    _family(out, 'llmops_specdec_switch_load_seconds', 'Seconds of the candidate\'s start, per phase the engine reported '
+            '(phase="total": the unit\'s start to ready).', phases)
     _family(out, 'llmops_specdec_switch_host_unstable', '1 when the configuration measured again after a rollback moved '
             'beyond the verdict\'s host shift.', [(suite, 1 if record.get('host_unstable') else 0)])
     drift = [(suite + [('concurrency', row.get('level'))], row['ratio'])

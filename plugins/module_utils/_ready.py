@@ -151,6 +151,34 @@ def engine_log_tail(run_command, unit, lines=5, scan=200):
     return tail
 
 
+def start_log(run_command, unit, max_lines=20000):
+    """The journal of the unit's current start (its invocation): ``[(seconds since the main process started,
+    message)]``, the engine's lines only. Best effort: [] when systemd or journalctl cannot tell (it only adds the
+    load's breakdown and progress, docs/load.md)."""
+    try:
+        props = _systemd.show(run_command, unit, ['InvocationID', 'ExecMainStartTimestampMonotonic'])
+        rc, out, _err = run_command(['journalctl', '_SYSTEMD_INVOCATION_ID=%s' % props.get('InvocationID', ''),
+                                     '--lines', str(max_lines), '--output', 'json', '--output-fields', 'MESSAGE',
+                                     '--no-pager', '--quiet'])
+    except (OSError, ValueError, UnitQueryError):
+        return []
+    started_us = _int(props.get('ExecMainStartTimestampMonotonic'))
+    if rc != 0 or not props.get('InvocationID') or not started_us:
+        return []
+    entries = []
+    for line in out.splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        msg = entry.get('MESSAGE')
+        if isinstance(msg, list):  # journald sends non-UTF-8 messages as byte arrays
+            msg = bytes(b & 0xff for b in msg if isinstance(b, int)).decode('utf-8', 'replace')
+        if isinstance(msg, str):
+            entries.append((max(0.0, (_int(entry.get('__MONOTONIC_TIMESTAMP')) - started_us) / 1e6), msg))
+    return entries
+
+
 # /proc/net/tcp{,6} rows of listening sockets: "sl local_address(hex ip:hex port) remote st ... inode".
 _TCP_LISTEN = '0A'
 _LOCAL_HOSTS = ('127.0.0.1', 'localhost', '::1', '0.0.0.0', '::')

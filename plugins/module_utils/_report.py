@@ -120,6 +120,7 @@ def markdown(records, generated_at):
         out += ["", "## Why", ""]
         out += ["- %s" % _md(verdict_line(rec)) for rec in switches]
     out += lossless_section(switches)
+    out += load_section(switches)
     if nightly:
         out += ["", "## Nightly check", ""]
         out += ["- %s: %s %s - %s" % (_md(rec["host"]), _md(str(rec["status"]).upper().replace("_", " ")),
@@ -150,6 +151,38 @@ def lossless_section(records):
         out.append(head + "%s, divergence %s (%s/%s prompts) - %s" % (
             word, "-" if rate is None else "%.1f%%" % (100 * rate), check.get("differ", "-"), check.get("compared", "-"),
             _md(check.get("why", ""))))
+    return out
+
+
+_LOAD_WORDS = (("weights", "weights"), ("compile", "compile"), ("graph_capture", "graph capture"),
+               ("kv_profile", "KV profile"), ("other", "other"))
+
+
+def load_section(records):
+    """The "Candidate load" lines (docs/load.md): per switch record with a ``load`` breakdown, the time from the
+    unit's start to ready and each phase the engine reported; and what the prewarm read before it."""
+    rows = [rec for rec in records if isinstance(rec.get("load"), dict)]
+    if not rows:
+        return []
+    out = ["", "## Candidate load", ""]
+    for rec in rows:
+        load = rec["load"]
+        parts = []
+        for key, word in _LOAD_WORDS:
+            value = _number(load.get(key))
+            if value is not None:
+                parts.append("%s %.1f s%s" % (word, value, " (from the cache)" if key == "compile" and
+                                              load.get("compile_cache_hit") else ""))
+        total = _number(load.get("total"))
+        line = "- %s %s: %s to ready" % (_md(rec.get("host", "-")), _md(rec.get("label", "candidate")),
+                                         "-" if total is None else "%.1f s" % total)
+        if parts:
+            line += " - " + ", ".join(parts)
+        prewarm = rec.get("prewarm") or {}
+        if _number(prewarm.get("read_bytes")) is not None:
+            line += "; prewarm read %.2f GiB in %.1f s" % (prewarm["read_bytes"] / 1024.0 ** 3,
+                                                          _number(prewarm.get("seconds")) or 0.0)
+        out.append(line)
     return out
 
 

@@ -170,6 +170,22 @@ log_tail:
   type: list
   elements: str
   sample: ["RuntimeError: Engine core initialization failed. See root cause above."]
+stage:
+  description:
+    - What the engine is doing, from its own start-up lines in the journal (also appended to RV(msg)), with the
+      weights' progress where the engine prints it.
+  returned: when O(unit) is given, the engine is not ready yet and its start is under an hour old
+  type: str
+  sample: loading weights 41 %
+load:
+  description:
+    - "Where the start's time went (docs/load.md): from the unit's start to the engine's ready line
+      (C(total)), the engine's own figures for C(weights), C(compile), C(graph_capture) and C(kv_profile)
+      (null where it reports none), C(other) the rest, and C(compile_cache_hit)."
+  returned: when O(unit) is given, the engine is ready and its start is under an hour old
+  type: dict
+  sample: {weights: 172.0, compile: 48.37, graph_capture: 21.0, kv_profile: 11.13, other: 47.5, total: 300.0,
+           compile_cache_hit: false}
 """
 
 import time
@@ -177,7 +193,26 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import open_url
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _engine, _http, _lease, _ready, _secrets
+from ansible_collections.llmops.specdec.plugins.module_utils import _engine, _http, _lease, _load, _ready, _secrets
+
+# Only a start this recent is read from the journal (a day-old server's journal is long, and its load is past).
+LOAD_WINDOW_S = 3600
+
+
+def _load_info(module, engine, unit, result):
+    """Add the load's stage (not ready) or breakdown (ready) of a recent start to ``result``, from its journal."""
+    running = (result.get('state') or {}).get('running_seconds')
+    if running is None or running > LOAD_WINDOW_S:
+        return
+    entries = _ready.start_log(module.run_command, unit)
+    if not entries:
+        return
+    lines = [msg for _t, msg in entries]
+    if result.get('ready'):
+        result['load'] = _load.breakdown(engine, lines, _load.ready_after(engine, entries))
+    else:
+        result['stage'] = _load.stage(engine, lines)
+        result['msg'] = '%s; %s' % (result['msg'], result['stage'])
 
 
 def main():
@@ -223,6 +258,8 @@ def main():
     except _ready.UnitQueryError as e:
         module.fail_json(msg=str(e), ready=False, state=None,
                          elapsed=round(time.monotonic() - t0, 1), changed=False)
+    if p['unit']:
+        _load_info(module, p['engine'], p['unit'], result)
     module.exit_json(changed=False, **_secrets.scrub(result, [p['api_key']] if p['api_key'] else []))
 
 

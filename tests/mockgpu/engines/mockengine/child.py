@@ -142,13 +142,27 @@ def worker(p):
     except Exception as exc:  # an unusable device node or registry is a CUDA init failure
         return _fail(p, log, "RuntimeError: CUDA error: initialization error (%s)" % exc)
     _park_signals(p, log, gpu, want)
-    # The weight files for real (the page cache decides how long), then the profile's load time.
+    # The weight files for real (the page cache decides how long), then the profile's load time; the lines the
+    # real engines log around it (vLLM gpu_model_runner.py / default_loader.py, SGLang model_runner.py), which
+    # the collection reads for the load's breakdown (_load.py).
+    t0 = time.monotonic()
+    if isinstance(log, VllmLog):
+        log.info("Starting to load model %s..." % p.get("model", ""), src="gpu_model_runner.py:4100")
+    else:
+        log.info("Load weight begin. avail mem=%.2f GB" % (free / 1024.0), src="model_runner.py:1274")
     _size, read_s = weights.read(p.get("weights") or [])
-    log.info("Loading weights took %.2f seconds" % (p["load_seconds"] + read_s), src="gpu_model_runner.py:1")
+    if isinstance(log, VllmLog):
+        log.info("Loading weights took %.2f seconds" % (p["load_seconds"] + read_s), src="default_loader.py:501")
     if p.get("fail"):
         time.sleep(min(p["load_seconds"], 1.0))
         return _fail(p, log, p["fail"])
     time.sleep(p["load_seconds"])
+    took = time.monotonic() - t0
+    if isinstance(log, VllmLog):
+        log.info("Model loading took %.4f GiB memory and %.6f seconds" % (want / 1024.0, took), src="gpu_model_runner.py:5150")
+    else:
+        log.info("Load weight end. elapsed=%.2f s, type=MockForCausalLM, avail mem=%.2f GB, mem usage=%.2f GB." % (
+            took, (free - want) / 1024.0, want / 1024.0), src="model_runner.py:1373")
     procs.report(p["ready_fd"], ok=True, rank=p["rank"], gpu=gpu, mib=want, pid=os.getpid())
     os.close(p["ready_fd"])
     procs.sleep_forever()
@@ -180,6 +194,7 @@ def enginecore(p):
     procs.die_with_parent(p["parent"])
     sup.start([(w["title"], w) for w in p["workers"]])
     error = sup.wait_ready(len(p["workers"]), p.get("ready_timeout", 600))
+    t0 = time.monotonic()  # vLLM times its engine init after the model is loaded
     if error:
         log.error("EngineCore failed to start.", src="core.py:1")
         sys.stderr.write(traceback_text("RuntimeError: Worker failed with error '%s', please check the stack trace "
@@ -188,6 +203,9 @@ def enginecore(p):
         procs.report(p["ready_fd"], ok=False, rank=-1, error=error)
         os._exit(1)
     if not p.get("never_ready"):
+        # vLLM's core.py:402 after the KV cache and warm-up (the mock has neither: the workers' load and little else)
+        log.info("init engine (profile, create kv cache, warmup model) took %.2f s" % (time.monotonic() - t0),
+                 src="core.py:402")
         procs.report(p["ready_fd"], ok=True, rank=-1, workers=list(sup.ready.values()))
 
     def worker_died():

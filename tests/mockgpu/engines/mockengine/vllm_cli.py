@@ -212,7 +212,7 @@ def main(argv=None):
     for rank in range(world):
         workers.append({"role": "worker", "engine": "vllm", "title": "VLLM::Worker_TP%d" % rank, "rank": rank,
                         "gpu": visible[rank], "fraction": args.gpu_memory_utilization, "load_seconds": load,
-                        "weights": weights.share(args.model, rank, world),
+                        "weights": weights.share(args.model, rank, world), "model": args.model,
                         "escape": rank == escape, "fail": fail if rank == 0 else None,
                         "ignore_sigterm": bool(faults.get("ignore_sigterm")),
                         "park_residual_mib": park.settings(profile)["residual_mib"],

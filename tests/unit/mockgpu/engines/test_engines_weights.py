@@ -52,3 +52,21 @@ def test_a_mock_engine_reads_its_weights_before_it_is_ready(tmp_path, engines):
     assert took and all(t >= 0.2 for t in took), e.log()
     assert all(0 not in _prewarm.resident_pages(n, 4 << 20) for n in weights.files(model))  # each read whole
     assert e.terminate() == 0
+
+
+def test_the_mocks_log_the_load_as_the_engines_do(tmp_path, engines):
+    # The lines _load reads (the adapters' LOAD_FIGURES / LOAD_STAGES / READY_LINE) come out of the mocks too.
+    from ansible_collections.llmops.specdec.plugins.module_utils import _load  # pylint: disable=import-outside-toplevel
+    host = MockGpuHost(tmp_path, load_seconds=0.3)
+    v = engines.vllm(host, env=host.env(CUDA_VISIBLE_DEVICES="0"))
+    s = engines.sglang(host, env=host.env(CUDA_VISIBLE_DEVICES="1"))
+    v.wait_ready()
+    s.wait_ready()
+    for name, e in (("vllm", v), ("sglang", s)):
+        lines = e.log().splitlines()
+        figures = _load.figures(name, lines)
+        assert figures["weights"] >= 0.3, (name, figures)
+        assert _load.ready_after(name, [(0.0, line) for line in lines]) == 0.0, name
+        assert _load.stage(name, lines) != "starting", name
+    assert "engine_init" in _load.figures("vllm", v.log().splitlines())
+    assert v.terminate() == 0 and s.terminate() == 0

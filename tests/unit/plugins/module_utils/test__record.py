@@ -123,3 +123,15 @@ def test_a_failure_part_way_keeps_the_old_baseline_and_says_what_was_written(sta
     with pytest.raises(_record.RecordError, match="failed after .*previous/%s.json" % KEY):
         _record.write(str(state), record(outcome="kept", decision="keep"), "", kept_args(tmp_path, replaced=False))
     assert json.loads((state / "baselines" / (KEY + ".json")).read_text()) == {"old": True}
+
+
+def test_textfile_has_the_candidates_load_per_phase():
+    load = {"weights": 172.0, "compile": None, "graph_capture": 21.0, "kv_profile": 11.1, "other": 45.9, "total": 250.0,
+            "compile_cache_hit": False}
+    parsed = series(_prom.switch_textfile(record(load=load), 0))
+    ngram = {"method": "ngram", "suite": "reasoning"}
+    got = {dict(labels)["phase"]: value for (name, labels), value in parsed.items()
+           if name == "llmops_specdec_switch_load_seconds"}
+    assert got == {"weights": 172.0, "graph_capture": 21.0, "kv_profile": 11.1, "other": 45.9, "total": 250.0}
+    assert all(dict(labels).items() >= ngram.items() for (name, labels) in parsed if name == "llmops_specdec_switch_load_seconds")
+    assert not any(name == "llmops_specdec_switch_load_seconds" for name, _labels in series(_prom.switch_textfile(record(), 0)))

@@ -270,3 +270,15 @@ def test_the_report_shows_draft_models_and_reasons_as_given():
     assert "&lt;" not in text
     assert r"draft=org/\<b>head\</b>" in row
     assert r"x0.90 \< x1.05 \[link\](http://x)" in text
+
+
+def test_markdown_says_where_the_candidates_start_went():
+    # issue 34: the load's breakdown (engine_ready's) and the prewarm, per switch
+    rec = dict(REC, load={"weights": 172.0, "compile": 6.12, "graph_capture": 21.0, "kv_profile": None, "other": 50.9,
+                          "total": 250.0, "compile_cache_hit": True},
+               prewarm={"read_bytes": 24 * 1024 ** 3, "seconds": 15.2})
+    md = _report.markdown([rec], "t")
+    assert "## Candidate load" in md
+    assert ("250.0 s to ready - weights 172.0 s, compile 6.1 s (from the cache), graph capture 21.0 s, other 50.9 s; "
+            "prewarm read 24.00 GiB in 15.2 s") in md
+    assert "## Candidate load" not in _report.markdown([REC], "t")
