@@ -75,4 +75,3 @@ def ready_after(engine, entries):
     None when it has not logged it."""
     rx = re.compile(_engine.get(engine).READY_LINE)
     return next((round(t, 3) for t, msg in entries if rx.search(msg)), None)
-

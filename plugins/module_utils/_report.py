@@ -171,8 +171,8 @@ def load_section(records):
         for key, word in _LOAD_WORDS:
             value = _number(load.get(key))
             if value is not None:
-                parts.append("%s %.1f s%s" % (word, value, " (from the cache)" if key == "compile" and
-                                              load.get("compile_cache_hit") else ""))
+                cached = key == "compile" and load.get("compile_cache_hit")
+                parts.append("%s %.1f s%s" % (word, value, " (from the cache)" if cached else ""))
         total = _number(load.get("total"))
         line = "- %s %s: %s to ready" % (_md(rec.get("host", "-")), _md(rec.get("label", "candidate")),
                                          "-" if total is None else "%.1f s" % total)
@@ -180,8 +180,8 @@ def load_section(records):
             line += " - " + ", ".join(parts)
         prewarm = rec.get("prewarm") or {}
         if _number(prewarm.get("read_bytes")) is not None:
-            line += "; prewarm read %.2f GiB in %.1f s" % (prewarm["read_bytes"] / 1024.0 ** 3,
-                                                          _number(prewarm.get("seconds")) or 0.0)
+            seconds = _number(prewarm.get("seconds")) or 0.0
+            line += "; prewarm read %.2f GiB in %.1f s" % (prewarm["read_bytes"] / 1024.0 ** 3, seconds)
         out.append(line)
     return out
 
