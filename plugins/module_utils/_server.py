@@ -295,13 +295,14 @@ def unit_settings(settings):
     # The compilation caches in one directory the unit may write, shared by every unit of this user (the
     # baseline, its candidates, a rollback), so a second start of a configuration finds its compiled graphs.
     # The operator's own spec_server_env still wins for any of these names.
+    # The user first: the cache directory's default is named after it, and a bad user is the cause to name.
+    user = g.name("spec_server_user", s["user"], "user")
+    group = g.name("spec_server_group", s["group"], "user")
     cache_dir = g.path("spec_server_cache_dir", s["cache_dir"]) if s.get("cache_dir") else ""
     if cache_dir:
         environment.update(_engine.get(engine).cache_env(cache_dir.rstrip("/") or "/"))
     environment.update(plain)
 
-    user = g.name("spec_server_user", s["user"], "user")
-    group = g.name("spec_server_group", s["group"], "user")
     working_dir = g.path("spec_server_working_dir", s["working_dir"])
     rw_paths = g.word_list("spec_server_read_write_paths", s.get("read_write_paths") or [], g.path)
     devices = g.word_list("spec_server_device_allow", s.get("device_allow") or [],

@@ -429,3 +429,10 @@ def test_the_load_format_is_rendered_once_and_checked(engine, exe):
     assert _refused("spec_server_load_format must be one of", engine=engine, executable=exe, load_format="magic")
     msg = _refused("use spec_server_load_format", engine=engine, executable=exe, extra_args=["--load-format=pt"])
     assert "reads as --load-format" in msg
+
+
+def test_a_hostile_user_is_named_before_the_cache_directory_made_from_it():
+    # molecule/faults hostile.yml h_user: the role's cache_dir default carries the user's name
+    bad = "vllm\nExecStartPre=+/usr/bin/touch /root/x"
+    msg = _refused("spec_server_user contains a control", user=bad, cache_dir="/var/cache/llmops-specdec/" + bad)
+    assert "cache_dir" not in msg
