@@ -171,3 +171,16 @@ def test_install_a_schedule_and_the_enabled_state_through_the_module(host):
     assert again["changed"] and not again["installed"]["unit_changed"] and not again["installed"]["reloaded"]
     assert again["diff"][1]["before"] == '{"1": 5}\n' and again["diff"][1]["after"] == '{"1": 3}\n'
     assert props["calls"] == ["daemon-reload", "restart", "disable"] and schedule.read_text() == '{"1": 3}\n'
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the install sets owners")
+def test_install_makes_the_compilation_cache_directory_through_the_module(host):
+    # issue 34: install.cache_dir (spec_server_cache_dir), the owner's and 0700; it needs owner and group
+    tmp_path, unit, _props = host
+    cache = tmp_path / "cache" / "vllm"
+    want = {"text": UNIT, "cache_dir": str(cache), "owner": "root", "group": "root"}
+    done = run_module(spec_unit.main, args(tmp_path, unit, install=want))
+    assert done["installed"]["files"][str(cache)] and oct(cache.stat().st_mode & 0o777) == "0o700"
+    assert oct(cache.parent.stat().st_mode & 0o777) == "0o755"
+    no_owner = run_module(spec_unit.main, args(tmp_path, unit, install={"text": UNIT, "cache_dir": "/x"}), FailJson)
+    assert "cache_dir" in no_owner["msg"]

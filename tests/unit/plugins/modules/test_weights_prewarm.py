@@ -73,6 +73,8 @@ def test_what_does_not_fit_is_skipped_with_the_figures(calls, model):
 def test_bad_numbers_are_refused_before_anything_is_read(calls, model):
     out = run_module(weights_prewarm.main, {"paths": [model], "margin_gib": -1}, outcome=FailJson)
     assert "must not be negative" in out["msg"]
+    out = run_module(weights_prewarm.main, {"paths": [model], "timeout": 0}, outcome=FailJson)
+    assert "timeout must be positive" in out["msg"]
     assert run_module(weights_prewarm.main, {"paths": [model], "io_priority": "normal"})["io_priority"] == "normal"
     assert ("nice", 19) in calls and not any(c[0] == "/usr/bin/ionice" for c in calls)
 
