@@ -26,9 +26,11 @@ only, so the guard's payload and AnsiballZ carry it) that defines every name in 
     readiness: the path that must answer 200, and whether /v1/models must list the model too
 ``LOG_PREFIX``
     a regular expression for what the engine's logger puts before a line (a crash's root cause is reported)
-``LOAD_FIGURES`` / ``LOAD_PROGRESS`` / ``READY_LINE`` / ``LOAD_STAGES`` / ``load_phases(figures)``
-    the start-up lines that time the load, the weights' progress bar, the line that ends the start, what it is
-    doing after a line, and the phases from the figures
+``LOAD_FIGURES`` / ``LOAD_SPANS`` / ``COMPILE_CACHE_LINES`` / ``LOAD_PROGRESS`` / ``READY_LINE`` / ``LOAD_STAGES`` /
+``load_phases(figures)``
+    the start-up lines that time the load (with a figure, or between two lines), what the engine says of its
+    compile cache, the weights' progress bar, the line that ends the start, what it is doing after a line, and the
+    phases from the figures
 ``PARK``
     parking: the flag that makes it free memory, the environment its routes need, the routes
 ``METRICS_MARKER`` / ``ACCEPTANCE_SOURCE`` / ``ACCEPTANCE_METRICS``
@@ -60,7 +62,8 @@ FACTS = ("NAME", "TITLE", "RELEASE", "DOCS_URL", "UNIT_DESCRIPTION", "EXECUTABLE
          "LOAD_FORMAT_FLAG", "LOAD_FORMATS", "DIRECT_IO_LOAD_FORMATS",
          "OWNED_FLAGS", "FLAG_SPELLING", "SECRET_FLAGS", "SCHEDULE_OFF", "SCHEDULE_OFF_UNLESS_ONE", "schedule_env_conflict",
          "cache_env", "HEALTH_PATH", "READY_LISTS_MODEL", "LOG_PREFIX",
-         "LOAD_FIGURES", "LOAD_PROGRESS", "READY_LINE", "LOAD_STAGES", "load_phases", "PARK", "METRICS_MARKER", "ACCEPTANCE_SOURCE", "ACCEPTANCE_METRICS",
+         "LOAD_FIGURES", "LOAD_SPANS", "COMPILE_CACHE_LINES", "LOAD_PROGRESS", "READY_LINE", "LOAD_STAGES",
+         "load_phases", "PARK", "METRICS_MARKER", "ACCEPTANCE_SOURCE", "ACCEPTANCE_METRICS",
          "TUNE_BATCH_ENDS", "METHODS", "METHOD_ALIASES", "NO_SCHEDULE", "SCHEDULE_TOP_K", "QUANTIZATIONS", "CHECKS",
          "SCHEDULE_FILES", "schedule_file", "schedule_warnings", "render_spec")
 

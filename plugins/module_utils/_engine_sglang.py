@@ -100,6 +100,9 @@ LOAD_FIGURES = (
     ("weights", r"Load weight end\. elapsed=(?P<s>[0-9.]+) s"),
     ("graph_capture", r"Capture (?P<what>.+?) (?:CUDA )?graph end\..*elapsed=(?P<s>[0-9.]+) s"),
 )
+# No phase without a figure, and no line about a compile cache (torch.compile runs inside graph capture).
+LOAD_SPANS = ()
+COMPILE_CACHE_LINES = ()
 # tqdm's bar while the shards are read (weight_utils.py "Loading safetensors checkpoint shards: 41% Completed").
 LOAD_PROGRESS = r"Loading safetensors checkpoint shards:\s+(?P<pct>\d+)% Completed"
 # The line that ends the start (the API serves): the load's total runs from the unit's start to it.

@@ -110,6 +110,17 @@ LOAD_FIGURES = (
     ("graph_capture", r"Graph capturing finished in (?P<s>[0-9.]+) secs"),
     ("engine_init", r"init engine \(profile, create kv cache, warmup model\) took (?P<s>[0-9.]+) s"),
 )
+# Phases the engine logs no figure for, timed from the journal between a start line and the end line after it
+# (used where the figure is missing): the CPU build compiles inside its warm-up (cpu_model_runner.py).
+LOAD_SPANS = (
+    ("compile", r"Warming up model for the compilation", r"Warming up done"),
+)
+# What the engine says of its compiled graphs found in the cache (compilation/decorators.py, backends.py):
+# loaded, or found and not loadable (it compiles again; the reason is group `why`). Neither: none was found.
+COMPILE_CACHE_LINES = (
+    ("load_failed", r"Compiling model again due to a load failure from \S+, reason: (?P<why>.*)"),
+    ("hit", r"Directly load AOT compilation from path|Directly load the compiled graph\(s\) for .* from the cache"),
+)
 # tqdm's bar while the shards are read (weight_utils.py "Loading safetensors checkpoint shards: 41% Completed").
 LOAD_PROGRESS = r"Loading safetensors checkpoint shards:\s+(?P<pct>\d+)% Completed"
 # The line that ends the start (the API serves): the load's total runs from the unit's start to it.

@@ -14,7 +14,7 @@ import re
 
 from ansible_collections.llmops.specdec.plugins.module_utils import _engine
 
-__all__ = ["PHASES", "figures", "stage", "breakdown", "ready_after"]
+__all__ = ["PHASES", "figures", "spans", "compile_cache", "stage", "breakdown", "ready_after"]
 
 PHASES = ("weights", "compile", "graph_capture", "kv_profile")
 
@@ -57,16 +57,56 @@ def stage(engine, lines):
     return now if pct is None else "%s %d %%" % (now, pct)
 
 
-def breakdown(engine, lines, total):
+def spans(engine, entries):
+    """{figure: seconds} of the phases the engine logs no figure for (``LOAD_SPANS``), from ``[(seconds, message)]``:
+    from the first start line to the first end line after it."""
+    out = {}
+    for key, start_rx, end_rx in _engine.get(engine).LOAD_SPANS:
+        start = next((t for t, msg in entries if re.search(start_rx, msg)), None)
+        end = None if start is None else next((t for t, msg in entries if t >= start and re.search(end_rx, msg)), None)
+        if end is not None:
+            out[key] = round(end - start, 3)
+    return out
+
+
+def compile_cache(engine, lines):
+    """What the engine said of its compiled graphs in the cache (``COMPILE_CACHE_LINES``): ``("hit", None)``,
+    ``("load_failed", why)`` (found, not loadable, compiled again), or ``(None, None)`` (none found, or not said)."""
+    said = {}
+    for state, rx in _engine.get(engine).COMPILE_CACHE_LINES:
+        for line in lines:
+            m = re.search(rx, line)
+            if m:
+                said.setdefault(state, (m.groupdict().get("why") or "").strip()[:300] or None)
+    for state in ("load_failed", "hit"):  # a rank that failed to load compiled again: the start paid for it
+        if state in said:
+            return state, said[state]
+    return None, None
+
+
+def breakdown(engine, lines, total, entries=None):
     """The phases of a start that took ``total`` seconds (None when unknown): each phase's seconds (None where the
-    engine reports none), ``other`` the rest, and whether compilation was read from the cache."""
+    engine reports none; from ``entries`` ``[(seconds, message)]`` where only two lines time it), ``other`` the
+    rest, and what became of the compiled graphs in the cache: ``compile_cache`` ``hit`` / ``load_failed`` /
+    ``miss`` (none found: a cold cache) / None (nothing compiled, or the engine does not say), with
+    ``compile_cache_error`` when the engine could not load them, and ``compile_cache_hit``."""
     figs = figures(engine, lines)
+    for key, seconds in spans(engine, entries or []).items():
+        figs.setdefault(key, seconds)
     phases = _engine.get(engine).load_phases(figs)
     out = {name: (None if phases.get(name) is None else round(phases[name], 3)) for name in PHASES}
     known = sum(v for v in out.values() if v is not None)
     out["total"] = None if total is None else round(total, 3)
     out["other"] = None if total is None else round(max(0.0, total - known), 3)
-    out["compile_cache_hit"] = "compile_cached" in figs and "compile" not in figs
+    state, why = compile_cache(engine, lines)
+    if "compile_cached" in figs and "compile" not in figs:
+        state = "hit"
+    elif state is None and out["compile"] is not None and _engine.get(engine).COMPILE_CACHE_LINES:
+        state = "miss"
+    out["compile_cache"] = state
+    out["compile_cache_hit"] = state == "hit"
+    if why:
+        out["compile_cache_error"] = why
     return out
 
 

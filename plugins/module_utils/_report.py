@@ -158,6 +158,9 @@ _LOAD_WORDS = (("weights", "weights"), ("compile", "compile"), ("graph_capture",
                ("kv_profile", "KV profile"), ("other", "other"))
 
 
+_CACHE_WORDS = {"hit": " (from the cache)", "load_failed": " (its cached graphs not loadable: compiled again)"}
+
+
 def load_section(records):
     """The "Candidate load" lines (docs/load.md): per switch record with a ``load`` breakdown, the time from the
     unit's start to ready and each phase the engine reported; and what the prewarm read before it."""
@@ -171,8 +174,8 @@ def load_section(records):
         for key, word in _LOAD_WORDS:
             value = _number(load.get(key))
             if value is not None:
-                cached = key == "compile" and load.get("compile_cache_hit")
-                parts.append("%s %.1f s%s" % (word, value, " (from the cache)" if cached else ""))
+                cache = load.get("compile_cache") or ("hit" if load.get("compile_cache_hit") else None)
+                parts.append("%s %.1f s%s" % (word, value, _CACHE_WORDS.get(cache, "") if key == "compile" else ""))
         total = _number(load.get("total"))
         line = "- %s %s: %s to ready" % (_md(rec.get("host", "-")), _md(rec.get("label", "candidate")),
                                          "-" if total is None else "%.1f s" % total)

@@ -182,10 +182,13 @@ load:
     - "Where the start's time went (docs/load.md): from the unit's start to the engine's ready line
       (C(total)), the engine's own figures for C(weights), C(compile), C(graph_capture) and C(kv_profile)
       (null where it reports none), C(other) the rest, and C(compile_cache_hit)."
+    - "C(compile_cache): what became of the compiled graphs in the cache: C(hit) (loaded), C(load_failed) (found
+      but not loadable, compiled again; the engine's reason in C(compile_cache_error)), C(miss) (none found), or
+      null (nothing compiled, or the engine does not say)."
   returned: when O(unit) is given, the engine is ready and its start is under an hour old
   type: dict
   sample: {weights: 172.0, compile: 48.37, graph_capture: 21.0, kv_profile: 11.13, other: 47.5, total: 300.0,
-           compile_cache_hit: false}
+           compile_cache: miss, compile_cache_hit: false}
 """
 
 import time
@@ -209,7 +212,7 @@ def _load_info(module, engine, unit, result):
         return
     lines = [msg for _t, msg in entries]
     if result.get('ready'):
-        result['load'] = _load.breakdown(engine, lines, _load.ready_after(engine, entries))
+        result['load'] = _load.breakdown(engine, lines, _load.ready_after(engine, entries), entries)
     else:
         result['stage'] = _load.stage(engine, lines)
         result['msg'] = '%s; %s' % (result['msg'], result['stage'])

@@ -64,6 +64,12 @@ def build_models(cfg, venv):
     return out
 
 
+def build_rootfs(cfg):
+    """The host image with the engine's extra Debian packages (cached by build-rootfs, keyed by them)."""
+    subprocess.run([os.path.join(ROOT, "tests", "mockgpu", "host", "build-rootfs")] + cfg.get("host_packages", []),
+                   check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
+
+
 def up(engine, name, index, inventory):
     """Boot the host with the engine's venv and models; write INVENTORY/hosts.yml (host in `inference`).
 
@@ -73,7 +79,8 @@ def up(engine, name, index, inventory):
     venv = build_venv(cfg)
     models = build_models(cfg, venv)
     done = subprocess.run([os.path.join(ROOT, "tests", "mockgpu", "host", "up"), name, str(index), "--gpus", "1",
-                           "--bind-ro", venv, "--bind-ro", "%s:%s" % (models, MODELS_IN_GUEST)],
+                           "--bind-ro", venv, "--bind-ro", "%s:%s" % (models, MODELS_IN_GUEST),
+                           "--packages", ",".join(cfg.get("host_packages", []))],
                           check=True, capture_output=True, text=True, cwd=ROOT)
     desc = json.loads(done.stdout.strip().splitlines()[-1])
     cfg = fill(cfg, venv=venv, models=MODELS_IN_GUEST)
@@ -95,7 +102,7 @@ def down(name):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    # prepare: the venv and the models only (scripts/test makes them while the other tiers run)
+    # prepare: the venv, the models and the host image only (scripts/test makes them while the other tiers run)
     parser.add_argument("action", choices=["up", "prepare"])
     parser.add_argument("--engine", default="vllm")
     parser.add_argument("--name", default="real-demo")
@@ -105,6 +112,7 @@ def main():
     if args.action == "prepare":
         cfg = engine_file(args.engine)
         venv = build_venv(cfg)
+        build_rootfs(cfg)
         print(venv, build_models(cfg, venv))
         return
     up(args.engine, args.name, args.index, args.inventory)

@@ -282,3 +282,6 @@ def test_markdown_says_where_the_candidates_start_went():
     assert ("250.0 s to ready - weights 172.0 s, compile 6.1 s (from the cache), graph capture 21.0 s, other 50.9 s; "
             "prewarm read 24.00 GiB in 15.2 s") in md
     assert "## Candidate load" not in _report.markdown([REC], "t")
+    # A cache the engine found and could not load (vLLM 0.32's CPU build, tests/real): said, not called a hit.
+    failed = dict(REC, load={"compile": 17.2, "total": 30.2, "compile_cache": "load_failed", "compile_cache_hit": False})
+    assert "compile 17.2 s (its cached graphs not loadable: compiled again)" in _report.markdown([failed], "t")
