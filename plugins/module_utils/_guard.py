@@ -46,6 +46,7 @@ import urllib.request
 
 from ansible_collections.llmops.specdec.plugins.module_utils import _engine, _files, _guard_state, _lock, _park, _reclaim, _systemd, _unitfile
 
+# The package of the guard's files, in the collection and under lib_dir on the host (_guard_lease installs them).
 PACKAGE = "ansible_collections.llmops.specdec.plugins.module_utils"
 # What answers "ready" per engine (the rule of _ready, without its Ansible HTTP stack): the adapters' paths.
 HEALTH_PATH = dict((name, mod.HEALTH_PATH) for name, mod in _engine.ENGINES.items())
