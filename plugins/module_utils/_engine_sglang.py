@@ -40,6 +40,18 @@ def serve_argv(executable, model, key_in_env):
 
 
 TP_FLAG = "--tp-size"
+
+# A serving group across nodes (spec_server_nodes, issue 33; SGLang 0.5.23 server_args.py): every node runs the
+# same command with the group's size, its rank and the head's rendezvous (--dist-init-addr HOST:PORT; its
+# alias --nccl-init-addr is owned too); only the head (rank 0) serves HTTP. The TP size must split evenly.
+GROUP_FLAGS = ("--nnodes", "--node-rank", "--dist-init-addr", "--nccl-init-addr")
+
+
+def group_args(rank, nnodes, address, port):
+    """This node's flags in a group of ``nnodes``."""
+    return ["--nnodes", str(nnodes), "--node-rank", str(rank), "--dist-init-addr", "%s:%d" % (address, port)]
+
+
 # How the weights are read (spec_server_load_format, docs/load.md): SGLang 0.5.23's --load-format choices
 # (server_args.LOAD_FORMAT_CHOICES; tests/contracts holds the list to it) but `dummy` (random weights), and those
 # that read past the page cache (a prewarm cannot help them).
@@ -53,7 +65,7 @@ MAX_LEN_FLAG = "--context-length"
 
 OWNED_FLAGS = ("--speculative", "--host", "--port", "--model-path", "--model", "--tp-size", "--tp",
                "--tensor-parallel-size", "--served-model-name", "--mem-fraction-static", "--context-length",
-               "--api-key", "--load-format")
+               "--api-key", "--load-format") + GROUP_FLAGS
 # SGLang 0.5.23's plain argparse keeps '_' in a name (--api_key is no flag of it) and allow_abbrev.
 FLAG_SPELLING = {"underscores": False, "abbrev": True}
 SECRET_FLAGS = {

@@ -36,6 +36,17 @@ def serve_argv(executable, model, key_in_env):
 
 # The base flags the collection renders (_server._base_argv).
 TP_FLAG = "--tensor-parallel-size"
+# A serving group across nodes (spec_server_nodes, issue 33; vLLM 0.33 engine/arg_utils.py "parallel" group): every
+# node runs `vllm serve` with the group's size, its rank and the head's rendezvous; the workers without an API
+# server (--headless). The world size (TP x PP) must split evenly over the nodes.
+
+
+def group_args(rank, nnodes, address, port):
+    """This node's flags in a group of ``nnodes``: the head (rank 0) serves the API, the others run headless."""
+    return ["--nnodes", str(nnodes), "--node-rank", str(rank), "--master-addr", address, "--master-port", str(port)] \
+        + (["--headless"] if rank else [])
+
+
 # How the weights are read (spec_server_load_format, docs/load.md): vLLM 0.33's loaders
 # (model_loader._LOAD_FORMAT_TO_MODEL_LOADER; tests/contracts holds the list to it) but `dummy` (random
 # weights: a server that answers nonsense), and those that read past the page cache (a prewarm cannot help them:
@@ -47,10 +58,12 @@ DIRECT_IO_LOAD_FORMATS = ("fastsafetensors", "runai_streamer", "runai_streamer_s
 MEMORY_FLAG = "--gpu-memory-utilization"
 MAX_LEN_FLAG = "--max-model-len"
 
+# The flags that make a serving group across nodes (group_args below), with the parser's short forms.
+GROUP_FLAGS = ("--nnodes", "-n", "--node-rank", "-r", "--master-addr", "--master-port", "--headless")
 # Flags the collection sets itself; the same flag in extra_args would override or duplicate it.
 OWNED_FLAGS = ("--speculative", "-sc", "--host", "--port", "--model", "--tensor-parallel-size", "-tp",
                "--served-model-name", "--gpu-memory-utilization", "--device-memory-utilization", "--max-model-len",
-               "--api-key", "--load-format")
+               "--api-key", "--load-format") + GROUP_FLAGS
 # How the parser reads a flag's name: vLLM's FlexibleArgumentParser turns '_' into '-' in the name (between
 # '--' and the first '.', before any '='), so --api_key=x is --api-key=x; it keeps argparse's allow_abbrev,
 # so a unique prefix is the flag itself (--api-k=x is --api-key, -t 2 is -tp 2).

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _engine, _gate, _spec, _unit
+from ansible_collections.llmops.specdec.plugins.module_utils import _engine, _gate, _group, _spec, _unit
 
 __all__ = ["unit_settings", "secret_env_text", "ready_url", "OWNED_FLAGS", "FLAG_SPELLING", "SECRET_NAME",
            "secret_name", "flag_name"]
@@ -39,6 +39,8 @@ __all__ = ["unit_settings", "secret_env_text", "ready_url", "OWNED_FLAGS", "FLAG
 # OWNED_FLAGS. Both parsers take --flag=value as --flag value. Each engine's own, from its adapter (_engine);
 # tests/contracts read them from the engines' own parsers.
 OWNED_FLAGS = dict((name, mod.OWNED_FLAGS) for name, mod in _engine.ENGINES.items())
+# The owned flags that make a serving group across nodes (their short forms and aliases included).
+_GROUP_ONLY = dict((name, frozenset(mod.GROUP_FLAGS)) for name, mod in _engine.ENGINES.items())
 FLAG_SPELLING = dict((name, mod.FLAG_SPELLING) for name, mod in _engine.ENGINES.items())
 # Flags whose value is a credential (the key, a hub token): never in ExecStart= (a 0644 file, and argv is
 # readable by every local user). A name ending in -key/-token/-secret/-password or holding secret/passw is one;
@@ -127,6 +129,10 @@ def _extra_args(engine, values):
                      "--api-key": "spec_server_api_key (kept out of the unit and argv)",
                      "--load-format": "spec_server_load_format (docs/load.md)"}.get(
                          flag, "its spec_server_* variable")
+            if flag in _GROUP_ONLY[engine]:
+                where = ("nothing yet: a serving group's flags are rendered per node from one spec (_group.py), and "
+                         "the roles do not switch a group across nodes yet (issue 33); a node switched alone would "
+                         "leave a group whose nodes disagree")
             raise _gate.GateError("spec_server_extra_args may not carry %r (item %d, which %s reads as %s; its value "
                                   "is not shown): the collection sets %s itself; use %s"
                                   % (item.split("=", 1)[0], i, engine, flag,
@@ -315,7 +321,11 @@ def unit_settings(settings):
         raise g.GateError("spec_server_protect_home must be one of %s, got %r" % (", ".join(_PROTECT_HOME), protect_home))
     env_file = g.path("spec_server_env_file", s["env_file"]) if secrets else ""
 
-    argv = _base_argv(s, engine, model, tp, secrets) + _spec.engine_args(spec, engine, tp, schedule_dir) + extra
+    # A node of a serving group: the same spec as every other node, its own rank (_group.py, issue 33).
+    node = _group.node(engine, s.get("nodes") or [], s.get("node") or "", s.get("rendezvous_address") or "",
+                       s.get("rendezvous_port") or 0, tp)
+    argv = _base_argv(s, engine, model, tp, secrets) + (node["args"] if node else []) \
+        + _spec.engine_args(spec, engine, tp, schedule_dir) + extra
     probe_url = ready_url(s["host"], s["port"], s.get("ready_url") or "")
     g.text("spec_server_ready_url", probe_url, max_len=2048)
     return {
@@ -358,4 +368,5 @@ def unit_settings(settings):
         "ready_url": probe_url,
         "gpus": gpus,
         "tensor_parallel_size": tp,
+        "group": node,
     }

@@ -395,3 +395,21 @@ def test_the_load_format_is_sglangs(fmt):
     argv = _server.unit_settings(settings)["argv"]
     sa = prepare_server_args(argv[argv.index("--model-path"):])
     assert sa.load_format == fmt
+
+
+def test_a_serving_group_renders_what_sglang_reads_on_every_node():
+    # issue 33: one spec, every node's argv from it; SGLang's own parser reads each node's rank and rendezvous
+    base = {"engine": "sglang", "unit": "sglang-server.service", "executable": "/usr/bin/python3",
+            "model": "/m", "host": "127.0.0.1", "port": 30000, "user": "sglang", "group": "sglang",
+            "working_dir": "/var/lib/sglang", "env_file": "/etc/x.env", "start_timeout": 1, "stop_timeout": 1,
+            "restart_sec": 1, "start_limit_burst": 1, "start_limit_interval": 1, "tensor_parallel_size": 16,
+            "spec": {"method": "ngram", "num_speculative_tokens": 3}, "nodes": ["gpu-a01", "gpu-a02"],
+            "rendezvous_address": "10.0.0.1", "rendezvous_port": 29500}
+    parsed = []
+    for rank, name in enumerate(base["nodes"]):
+        argv = _server.unit_settings(dict(base, node=name))["argv"]
+        sa = prepare_server_args(argv[argv.index("--model-path"):])
+        assert (sa.nnodes, sa.node_rank, sa.dist_init_addr, sa.tp_size) == (2, rank, "10.0.0.1:29500", 16)
+        parsed.append(sa)
+    assert parsed[0].speculative_algorithm == parsed[1].speculative_algorithm == "NGRAM"
+    assert parsed[0].speculative_num_draft_tokens == parsed[1].speculative_num_draft_tokens

@@ -401,3 +401,23 @@ def test_the_load_format_is_vllms(fmt, models):
     argv = _server.unit_settings(settings)["argv"]
     args = parse_serve(argv[2:])  # after `vllm serve`
     assert args.load_format == fmt and EngineArgs.from_cli_args(args).load_format == fmt
+
+
+def test_a_serving_group_renders_what_vllm_reads_on_every_node(models):
+    # issue 33: one spec, every node's argv from it; vLLM's own parser reads each node's rank, rendezvous and
+    # --headless (the workers serve no API), and builds the same SpeculativeConfig on every node.
+    base = {"engine": "vllm", "unit": "vllm-server.service", "executable": "/usr/local/bin/vllm",
+            "model": models["target"], "host": "127.0.0.1", "port": 8000, "user": "vllm", "group": "vllm",
+            "working_dir": "/var/lib/vllm", "env_file": "/etc/x.env", "start_timeout": 1, "stop_timeout": 1,
+            "restart_sec": 1, "start_limit_burst": 1, "start_limit_interval": 1, "tensor_parallel_size": 2,
+            "spec": {"method": "ngram", "num_speculative_tokens": 3}, "nodes": ["gpu-a01", "gpu-a02"],
+            "rendezvous_address": "10.0.0.1", "rendezvous_port": 29500}
+    configs = []
+    for rank, name in enumerate(base["nodes"]):
+        argv = _server.unit_settings(dict(base, node=name))["argv"]
+        args = parse_serve(argv[2:])  # after `vllm serve`
+        assert (args.nnodes, args.node_rank, args.master_addr, args.master_port, args.headless) == (
+            2, rank, "10.0.0.1", 29500, rank > 0)
+        configs.append(build_speculative_config(args))
+    assert configs[0].method == configs[1].method == "ngram"
+    assert configs[0].num_speculative_tokens == configs[1].num_speculative_tokens == 3
