@@ -1,0 +1,153 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""_verdict_paired: pairing by prompt, the stratified estimate, and its coverage against simulated truth.
+
+The simulation is the paired noise model of docs/verdict.md: each prompt has its own time (shared by both
+sides: its length, its content), each request a 5 % lognormal jitter; prompts are sent round-robin.
+"""
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from ansible_collections.llmops.specdec.plugins.module_utils import _stats, _verdict_paired as vp
+
+SIMS = 1000
+SIGMA = math.sqrt(math.log(1 + 0.05 ** 2))
+TOKENS = 256
+
+
+def side(rng, n, factors, speedup=1.0, start=0, sigma=SIGMA):
+    """n requests sent round-robin over the prompts (from ``start``): samples as spec_bench returns them."""
+    ids = [(start + j) % len(factors) for j in range(n)]
+    e2e = [3000.0 * factors[p] / speedup * math.exp(rng.gauss(0, sigma)) for p in ids]
+    ttft = [50.0 * factors[p] * math.exp(rng.gauss(0, sigma)) for p in ids]
+    return {"e2e_ms": e2e, "output_tokens": [TOKENS] * n, "ttft_ms": ttft,
+            "tpot_ms": [e / TOKENS for e in e2e], "prompt": ids}
+
+
+def prompt_factors(rng, count=8, cv=0.3):
+    spread = math.sqrt(math.log(1 + cv ** 2))
+    return [math.exp(rng.gauss(0, spread)) for _p in range(count)]
+
+
+def test_pairing_needs_prompt_indexes_on_both_sides_and_the_same_prompts():
+    one = {"e2e_ms": [1.0, 2.0], "prompt": [0, 1]}
+    assert vp.pairing(one, dict(one)) == (True, None)
+    assert vp.pairing(one, dict(one), "aaaa", "aaaa") == (True, None)
+    ok, why = vp.pairing({"e2e_ms": [1.0, 2.0]}, one)
+    assert not ok and why == "the baseline's samples name no prompt (measured before the paired design)"
+    ok, why = vp.pairing(one, {"e2e_ms": [1.0, 2.0], "prompt": [0]})
+    assert not ok and why == "the candidate's samples name the prompt of 1 request(s) out of 2"
+    ok, why = vp.pairing(one, dict(one), "aaaa", "bbbb")
+    assert not ok and "other prompts" in why
+    ok, why = vp.pairing(one, {"e2e_ms": [1.0], "prompt": [5]})
+    assert not ok and why == "the two sides share no prompt"
+    assert not vp.pairing(one, {"e2e_ms": [1.0, 2.0], "prompt": [0, None]})[0]
+    assert not vp.pairing(one, {"e2e_ms": [1.0, 2.0], "prompt": [0, True]})[0]
+
+
+def test_the_stratified_difference_by_hand():
+    # two prompts, two baseline and three candidate requests each; every mean and variance exact
+    base = {0: [0.0, 0.2], 1: [1.0, 1.2]}
+    assert vp.stratified_difference(base, {0: [0.3, 0.5], 1: [1.1]})[1] == "residuals"  # prompt 1: one request
+    est, how = vp.stratified_difference(base, {0: [0.3, 0.5, 0.4], 1: [1.1, 1.3, 1.2]})
+    assert how == "stratified"
+    # d_0 = 0.4 - 0.1 = 0.3, d_1 = 1.2 - 1.1 = 0.1, weights 1/2
+    assert est.value == pytest.approx(0.2)
+    # pooled within variances: candidate (0.02 + 0.02) / 4 = 0.01, baseline (0.02 + 0.02) / 2 = 0.02
+    # var = 0.01 / 6 + 0.02 * (0.25 / 2 + 0.25 / 2)
+    assert est.var == pytest.approx(0.01 / 6 + 0.02 * 0.25)
+    parts = [(0.01 / 6, 4), (0.005, 2)]
+    assert est.df == pytest.approx(sum(v for v, _d in parts) ** 2 / sum(v * v / d for v, d in parts))
+
+
+def test_one_candidate_request_per_prompt_takes_the_residuals():
+    base = {0: [0.0, 0.2], 1: [1.0, 1.2], 2: [2.0, 2.2]}
+    cand = {0: [0.4], 1: [1.1], 2: [2.4]}
+    est, how = vp.stratified_difference(base, cand)
+    assert how == "residuals" and est.df == 2.0
+    # residuals 0.3, 0.0, 0.3 against the baseline means 0.1, 1.1, 2.1
+    assert est.value == pytest.approx(0.2)
+    assert est.var == pytest.approx(_stats.variance([0.3, 0.0, 0.3]) / 3)
+    assert vp.stratified_difference(base, {0: [0.4]}) == (None, "fewer than 2 paired requests")
+
+
+def test_unpaired_requests_are_dropped_and_counted():
+    rng = random.Random(3)
+    factors = prompt_factors(rng)
+    base, cand = side(rng, 72, factors), side(rng, 24, factors, 1.1)
+    # the candidate's requests of prompt 7 failed; the baseline has a prompt the suite no longer has
+    keep = [i for i, p in enumerate(cand["prompt"]) if p != 7]
+    cand = {k: [v[i] for i in keep] for k, v in cand.items()}
+    base["prompt"] = [9 if p == 6 else p for p in base["prompt"]]
+    est, info = vp.speedup(base, cand)
+    assert info == {"pairs": 18, "prompts": 6, "unpaired": 3 + 9 + 9, "how": "stratified"}
+    assert math.exp(est.value) == pytest.approx(1.1, abs=0.05)
+
+
+def _coverage(make, sims=SIMS, seed=1):
+    rng = random.Random(seed)
+    hits, widths = 0, []
+    for _sim in range(sims):
+        est, truth = make(rng)
+        low, high = _stats.interval(est, 0.95)
+        hits += low <= truth <= high
+        widths.append(high - low)
+    return hits / float(sims), _stats.mean(widths)
+
+
+def test_the_paired_speedup_covers_the_truth_and_is_narrower_than_the_unpaired_one():
+    """Prompts whose own times spread 30 %, 5 % jitter: 72 baseline, 24 candidate requests over 8 prompts."""
+    factors = prompt_factors(random.Random(7))
+    truth = math.log(1.1)
+
+    def paired(rng):
+        base, cand = side(rng, 72, factors), side(rng, 24, factors, 1.1, start=1)
+        return vp.speedup(base, cand)[0], truth
+
+    def unpaired(rng):
+        base, cand = side(rng, 72, factors), side(rng, 24, factors, 1.1, start=1)
+        ests = [_stats.log_ratio_of_means(s["output_tokens"], [e / 1000.0 for e in s["e2e_ms"]]) for s in (cand, base)]
+        # the ratio of throughputs of a balanced suite: the true ratio of means is the speed-up
+        return _stats.difference(ests[0], ests[1]), truth
+
+    coverage, width = _coverage(paired)
+    assert 0.93 <= coverage <= 0.97
+    unpaired_coverage, unpaired_width = _coverage(unpaired)
+    assert unpaired_coverage > 0.99  # the prompts' spread counted as noise: too wide
+    assert width < unpaired_width / 3
+
+
+def test_the_first_look_of_four_requests_covers_the_truth():
+    """Four candidate requests, four prompts, one each: the residuals (conservative)."""
+    factors = prompt_factors(random.Random(8))
+    truth = math.log(0.5)
+
+    def probe(rng):
+        base, cand = side(rng, 72, factors), side(rng, 4, factors, 0.5)
+        est, info = vp.speedup(base, cand)
+        assert info["how"] == "residuals" and info["pairs"] == 4
+        return est, truth
+
+    coverage, width = _coverage(probe)
+    assert coverage >= 0.93
+    # a half-speed candidate: the interval is a few per cent wide, far below any bar
+    assert math.exp(truth + width / 2) < 0.6
+
+
+def test_the_centred_ttft_ratio_covers_the_truth():
+    factors = prompt_factors(random.Random(9), cv=0.5)
+
+    def ttft(rng):
+        base, cand = side(rng, 72, factors), side(rng, 24, factors, 1.1)
+        est, info = vp.median_ratio(base, cand, "ttft_ms")
+        assert info["pairs"] == 24 and info["how"] == "centred"
+        return est, 0.0  # TTFT does not move with the speed-up
+
+    coverage, _width = _coverage(ttft)
+    assert 0.93 <= coverage <= 0.995  # Price-Bonett is conservative at small n (docs/verdict.md)
+    assert vp.median_ratio({"ttft_ms": [1.0], "prompt": [0]}, {"ttft_ms": [1.0], "prompt": [0]}, "ttft_ms")[0] is None
