@@ -12,8 +12,8 @@ between-prompt spread out of the comparison: on the log scale, per prompt ``p``,
     d_p = mean(log x, candidate requests of p) - mean(log x, baseline requests of p)
 
 and the estimate is the candidate-weighted mean of the ``d_p`` (prompts sent round-robin: equal weights up to
-one request). Prompts only one side has (a failed request, a round cut short, unequal counts) are dropped
-and counted (``unpaired``).
+one request). Prompts only one side has (failed requests, a round cut short, unequal counts) are dropped;
+the candidate's requests dropped so are counted (``unpaired``).
 
 - **Speed-up of output tok/s** (:func:`speedup`): ``x`` is each request's own rate, output tokens over its
   end-to-end seconds. Its variance is stratified by prompt (the prompts are the fixed suite, so only the
@@ -111,10 +111,11 @@ def _welch(parts):
 
 
 def paired_logs(base_logs, cand_logs, base_ids, cand_ids):
-    """Per prompt the two sides' log values: ``(base_groups, cand_groups, unpaired)`` over the common prompts."""
+    """Per prompt the two sides' log values: ``(base_groups, cand_groups, unpaired)`` over the common prompts;
+    ``unpaired``: the candidate's requests of a prompt the baseline has none of (dropped)."""
     base, cand = _by_prompt(base_ids, base_logs), _by_prompt(cand_ids, cand_logs)
     common = sorted(set(base) & set(cand))
-    unpaired = sum(len(v) for p, v in cand.items() if p not in base) + sum(len(v) for p, v in base.items() if p not in cand)
+    unpaired = sum(len(v) for p, v in cand.items() if p not in base)
     return {p: base[p] for p in common}, {p: cand[p] for p in common}, unpaired
 
 

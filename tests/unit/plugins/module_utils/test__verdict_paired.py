@@ -85,7 +85,7 @@ def test_unpaired_requests_are_dropped_and_counted():
     cand = {k: [v[i] for i in keep] for k, v in cand.items()}
     base["prompt"] = [9 if p == 6 else p for p in base["prompt"]]
     est, info = vp.speedup(base, cand)
-    assert info == {"pairs": 18, "prompts": 6, "unpaired": 3 + 9 + 9, "how": "stratified"}
+    assert info == {"pairs": 18, "prompts": 6, "unpaired": 3, "how": "stratified"}  # prompt 6's, the baseline's now 9
     assert math.exp(est.value) == pytest.approx(1.1, abs=0.05)
 
 
@@ -151,3 +151,135 @@ def test_the_centred_ttft_ratio_covers_the_truth():
     coverage, _width = _coverage(ttft)
     assert 0.93 <= coverage <= 0.995  # Price-Bonett is conservative at small n (docs/verdict.md)
     assert vp.median_ratio({"ttft_ms": [1.0], "prompt": [0]}, {"ttft_ms": [1.0], "prompt": [0]}, "ttft_ms")[0] is None
+
+
+# ---------------------------------------------------------------- the decision (_verdict.decide) with pairs and the probe
+
+from ansible_collections.llmops.specdec.plugins.module_utils import _verdict as v  # noqa: E402
+from ansible_collections.llmops.specdec.plugins.module_utils import _verdict_stats as vs  # noqa: E402
+
+
+def level_of(rng, c, n, factors, speedup=1.0, start=0, prompts=True):
+    """A spec_bench level (c=1 paired by prompt when ``prompts``)."""
+    samples = side(rng, n, factors, speedup, start)
+    if not prompts:
+        del samples["prompt"]
+    e2e = samples["e2e_ms"]
+    return {"concurrency": c, "ok": n, "errors": 0, "output_tok_s": c * TOKENS * n / (sum(e2e) / 1000.0),
+            "duration_s": sum(e2e) / 1000.0 / c, "tpot_ms": {"median": _stats.median(samples["tpot_ms"])},
+            "ttft_ms": {"median": _stats.median(samples["ttft_ms"])}, "samples": samples}
+
+
+def bench(rng, n, factors, levels=(1, 8), speedup=1.0, prompts=True, digest="abcd"):
+    out = {"max_tokens": TOKENS, "levels": [level_of(rng, c, n, factors, speedup, prompts=prompts) for c in levels]}
+    if digest:
+        out["prompts_sha256"] = digest
+    return out
+
+
+def probe(rng, factors, speedup, n=4):
+    return dict(vs.summarize(bench(rng, n, factors, levels=(1,), speedup=speedup)), probe=True)
+
+
+def test_a_half_speed_candidate_is_rolled_back_by_the_probe_paired_by_prompt():
+    rng = random.Random(11)
+    factors = prompt_factors(rng)
+    base = bench(rng, 72, factors)
+    out = v.decide(base, [probe(rng, factors, 0.5)], final=False)
+    assert (out["decision"], out["verdict"], out["round"]) == ("rollback", "rollback", 1)
+    assert out["requests"] == {1: 4, 8: 0}
+    assert out["design"] == {1: {"design": "paired"}}
+    speed = [c for c in out["checks"] if c["figure"] == "output_tok_s"]
+    assert [(c["level"], c["status"]) for c in speed] == [(1, "fail"), (8, "open")]
+    assert speed[0]["design"] == "paired" and speed[0]["pairs"] == {"pairs": 4, "prompts": 4, "unpaired": 0, "how": "residuals"}
+    assert 0.45 < out["speedup"] < 0.55 and out["speedup_ci"][1] < 0.6
+    assert out["reason"].startswith("c=1 output ") and "cannot be shown >= x1.02" in out["reason"]
+    # the probe spends almost no alpha: alpha (4 / 72)^2
+    assert out["alpha_spent"] == pytest.approx(0.05 * (4 / 72.0) ** 2)
+
+
+def test_after_the_probe_every_level_is_measured_and_the_paired_level_decides_first():
+    rng = random.Random(12)
+    factors = prompt_factors(rng)
+    base = bench(rng, 72, factors)
+    rounds = [probe(rng, factors, 1.25)]
+    first = v.decide(base, rounds, final=False)
+    assert first["decision"] == "continue"
+    assert first["next"] == {"requests": 24, "concurrency": [1, 8], "final": False}
+    assert "c=8 not measured yet" in first["reason"]
+    rounds.append(bench(rng, 24, factors, speedup=1.25))
+    out = v.decide(base, rounds, final=False)
+    assert (out["round"], out["requests"]) == (2, {1: 28, 8: 24})
+    # c=1, paired, is shown in this round; c=8, unpaired, carries the prompts' 30 % spread as noise
+    assert {c["status"] for c in out["checks"] if c["level"] == 1} == {"pass"}
+    assert (out["decision"], out["next"]["concurrency"]) == ("continue", [8])
+    assert out["design"][1] == {"design": "paired"}
+    assert out["design"][8]["design"] == "unpaired" and "share batches" in out["design"][8]["why"]
+    speed = {c["level"]: c for c in out["checks"] if c["figure"] == "output_tok_s"}
+    assert speed[1]["design"] == "paired" and speed[1]["pairs"]["how"] == "stratified"
+    assert "design" not in speed[8]
+
+
+def test_the_looks_after_a_probe_and_their_alpha_add_up_to_alpha():
+    rng = random.Random(13)
+    factors = prompt_factors(rng, cv=0.0)
+    base = bench(rng, 72, factors)
+    # x1.03: neither shown nor ruled out for a while; final at the last look whatever happens
+    rounds = [probe(rng, factors, 1.045)] + [bench(rng, 24, factors, speedup=1.045) for _k in range(3)]
+    seen = []
+    for k in range(1, 5):
+        out = v.decide(base, rounds[:k], final=False)
+        seen.append(out["decision"])
+        if out["decision"] != "continue":
+            break
+        assert out["next"]["requests"] == 24 and out["next"]["final"] == (k == 3)
+    # a run to the end has spent exactly alpha at the lowest level (probe, then 28, 52, 76 requests there)
+    out = v.decide(base, rounds, final=True)
+    if out["round"] == 4:
+        assert out["alpha_spent"] == pytest.approx(0.05)
+    assert out["verdict"] in ("keep", "rollback", "inconclusive")
+    # per level: the spends of a level's looks never exceed alpha
+    spends = [vp_alpha for vp_alpha in (vs.alpha_at(v.plan(), a, b, False) for a, b in ((0, 4), (4, 28), (28, 52)))]
+    assert sum(spends) + vs.alpha_at(v.plan(), 52, 76, True) == pytest.approx(0.05)
+
+
+def test_old_baselines_without_prompts_are_judged_unpaired_and_say_why():
+    rng = random.Random(14)
+    factors = prompt_factors(rng, cv=0.0)
+    base = bench(rng, 72, factors, prompts=False, digest=None)
+    out = v.decide(base, [bench(rng, 24, factors, speedup=1.3)], final=False)
+    assert out["decision"] == "keep"
+    assert out["design"][1] == {"design": "unpaired",
+                                "why": "the baseline's samples name no prompt (measured before the paired design)"}
+    assert all("design" not in c for c in out["checks"])
+    # other prompts on the two sides: unpaired too
+    base = bench(rng, 72, factors, digest="one")
+    out = v.decide(base, [bench(rng, 24, factors, speedup=1.3, digest="two")], final=False)
+    assert out["design"][1]["design"] == "unpaired" and "other prompts" in out["design"][1]["why"]
+    # the plan can turn pairing off
+    out = v.decide(bench(rng, 72, factors), [bench(rng, 24, factors, speedup=1.3)], plan_overrides={"paired": False})
+    assert out["design"][1] == {"design": "unpaired", "why": "the plan's paired is 0"}
+
+
+def test_a_candidate_round_without_prompt_indexes_makes_the_level_unpaired_not_invalid():
+    rng = random.Random(15)
+    factors = prompt_factors(rng, cv=0.0)
+    base = bench(rng, 72, factors)
+    rounds = [bench(rng, 24, factors, speedup=1.05), bench(rng, 24, factors, speedup=1.05, prompts=False)]
+    out = v.decide(base, rounds, final=True)
+    assert out["verdict"] != "invalid"
+    assert out["design"][1]["design"] == "unpaired"
+    merged = vs.summarize(rounds)
+    assert "prompt" not in merged["levels"][1]["samples"]
+
+
+def test_plan_probe_and_paired_settings():
+    assert (v.plan()["probe_requests"], v.plan()["paired"]) == (4, 1)
+    assert v.plan({"probe_requests": 0, "paired": True})["probe_requests"] == 0
+    assert v.plan({"paired": False})["paired"] == 0
+    with pytest.raises(v.VerdictError, match="plan setting paired must be a whole number >= 0 and <= 1"):
+        v.plan({"paired": 2})
+    with pytest.raises(v.VerdictError, match="plan setting probe_requests must be a whole number >= 0"):
+        v.plan({"probe_requests": -1})
+    with pytest.raises(v.VerdictError, match="plan setting probe_requests must be a number, not a boolean"):
+        v.plan({"probe_requests": True})
