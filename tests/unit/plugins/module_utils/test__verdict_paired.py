@@ -283,3 +283,23 @@ def test_plan_probe_and_paired_settings():
         v.plan({"probe_requests": -1})
     with pytest.raises(v.VerdictError, match="plan setting probe_requests must be a number, not a boolean"):
         v.plan({"probe_requests": True})
+
+
+# ---------------------------------------------------------------- operating characteristic of the paired design
+
+def switch(rng, speedup, h, cv=0.1):
+    """One switch: baseline 72 at c=1 paired by prompt, the probe, rounds of 24 up to 72; the candidate's host h."""
+    factors = prompt_factors(rng, cv=cv)
+    base = bench(rng, 72, factors, levels=(1,))
+    rounds = [probe(rng, factors, speedup * h)] + [bench(rng, 24, factors, levels=(1,), speedup=speedup * h) for _k in range(3)]
+    return v.decide(base, rounds, final=False)
+
+
+def test_the_paired_design_keeps_its_error_rates_and_rolls_a_half_speed_candidate_back_after_the_probe():
+    rng = random.Random(32)
+    marginal = [switch(rng, 1.02, 1.02) for _sim in range(SIMS)]  # at the bar, on a 2 % faster host
+    assert sum(o["decision"] == "keep" for o in marginal) / float(SIMS) <= 0.05
+    better = [switch(rng, 1.10, 0.98) for _sim in range(SIMS)]  # 2 % slower host
+    assert sum(o["decision"] == "keep" for o in better) / float(SIMS) >= 0.95
+    half = [switch(rng, 0.5, 1.0) for _sim in range(200)]
+    assert all(o["decision"] == "rollback" and o["round"] == 1 and o["requests"] == {1: 4} for o in half)
