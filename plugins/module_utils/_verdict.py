@@ -401,7 +401,7 @@ def drift(before, after, plan_overrides=None):
         reason = "within the %g%% host shift: %s" % (100 * settings["host_shift"], "; ".join(
             "c=%d %s x%.3f" % (r["level"], _verdict_explain.label(r["figure"]), r["ratio"]) for r in rows))
     return _verdict_explain.json_safe({"unstable": bool(moved), "regressed": any(r["worse"] for r in rows), "levels": rows,
-                       "reason": reason})
+                                       "reason": reason})
 
 
 # --------------------------------------------------------------------------- stored baselines

@@ -239,7 +239,7 @@ def test_the_looks_after_a_probe_and_their_alpha_add_up_to_alpha():
         assert out["alpha_spent"] == pytest.approx(0.05)
     assert out["verdict"] in ("keep", "rollback", "inconclusive")
     # per level: the spends of a level's looks never exceed alpha
-    spends = [vp_alpha for vp_alpha in (vs.alpha_at(v.plan(), a, b, False) for a, b in ((0, 4), (4, 28), (28, 52)))]
+    spends = [vs.alpha_at(v.plan(), a, b, False) for a, b in ((0, 4), (4, 28), (28, 52))]
     assert sum(spends) + vs.alpha_at(v.plan(), 52, 76, True) == pytest.approx(0.05)
 
 
