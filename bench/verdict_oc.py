@@ -15,7 +15,19 @@ measurement shifted by a host factor h in {0.98, 1.00, 1.02} against the baselin
 
 Writes bench/verdict_oc.png and prints a table (and JSON with --json).
 
-  .venv/bin/python bench/verdict_oc.py [--sims 400] [--out bench/verdict_oc.png] [--json bench/results/verdict_oc.json]
+Then (issue 32, item 2) today's design and the paired one side by side, in one run, on one noise model with
+per-prompt variance: 8 prompts sent round-robin, each with its own time factor shared by both sides (lognormal,
+coefficient of variation --prompt-cv, drawn afresh for every simulated run: its length, its content), times the
+5 % per-request jitter and the host shift. Designs:
+
+- today: no prompt indexes (unpaired estimators), no probe, baseline 72, candidate rounds 24 / 48 / 72;
+- paired: prompt indexes on both sides (concurrency 1 judged by prompt), the probe of 4, then 24 / 48 / 72;
+- paired, half: the same with half the requests: baseline 36, probe 4, rounds 12 / 24 / 36.
+
+P(keep) at the worst host shift for the claim (x1.02: candidate 2 % faster; x1.10: 2 % slower) and at no
+shift, the mean candidate requests and the mean candidate seconds (256 tokens at 11.5 ms: 3 s a request).
+
+  .venv/bin/python bench/verdict_oc.py --designs-only [--sims 1000] [--prompt-cv 0.1]
 """
 from __future__ import annotations
 
@@ -73,6 +85,83 @@ def old_rule(verdict, rng, speedup, h):
     cand = {"levels": [level(rng, 8, speedup, h, samples=False)]}
     out = verdict.decide(_verdict_stats.summarize(base), _verdict_stats.summarize(cand))
     return out["decision"], 1, 8
+
+
+DESIGNS = (
+    ("today", False, {"probe_requests": 0}),
+    ("paired", True, {}),
+    ("paired, half", True, {"baseline_requests": 36, "first_round": 12, "round_requests": 12, "max_requests": 36}),
+)
+DESIGN_AT = (0.5, 1.00, 1.02, 1.05, 1.10)
+PROMPTS = 8
+
+
+def prompt_level(rng, n, factors, speedup=1.0, h=1.0, prompts=True):
+    """A concurrency-1 level of n requests sent round-robin over the prompts (factors: each prompt's own time)."""
+    ids = [j % len(factors) for j in range(n)]
+    e2e, tpots, ttfts = [], [], []
+    for p in ids:
+        jitter = math.exp(rng.gauss(0, SIGMA))
+        e2e.append(3000.0 * factors[p][0] / speedup / h * jitter)
+        tpots.append(11.5 * factors[p][0] / speedup / h * jitter)
+        ttfts.append(50.0 * factors[p][1] / h * math.exp(rng.gauss(0, SIGMA)))
+    out = {"concurrency": 1, "ok": n, "errors": 0, "output_tok_s": TOKENS * n / (sum(e2e) / 1000.0),
+           "duration_s": sum(e2e) / 1000.0, "tpot_ms": {"median": sorted(tpots)[n // 2]},
+           "ttft_ms": {"median": sorted(ttfts)[n // 2]},
+           "samples": {"e2e_ms": e2e, "output_tokens": [TOKENS] * n, "tpot_ms": tpots, "ttft_ms": ttfts}}
+    if prompts:
+        out["samples"]["prompt"] = ids
+    return out
+
+
+def design_run(verdict, stats, rng, speedup, h, paired, overrides, prompt_cv):
+    """One switch under a design: (decision, candidate requests, candidate seconds)."""
+    spread = math.sqrt(math.log(1 + prompt_cv ** 2))
+    factors = [(math.exp(rng.gauss(0, spread)), math.exp(rng.gauss(0, spread))) for _p in range(PROMPTS)]
+    plan = verdict.plan(overrides)
+    base = {"max_tokens": TOKENS, "levels": [prompt_level(rng, plan["baseline_requests"], factors, prompts=paired)]}
+    rounds, before = [], 0
+    if plan["probe_requests"]:
+        probe = {"max_tokens": TOKENS, "levels": [prompt_level(rng, plan["probe_requests"], factors, speedup, h, paired)]}
+        rounds.append(dict(stats.summarize(probe), probe=True))
+    for total in plan["rounds"]:
+        rounds.append({"max_tokens": TOKENS, "levels": [prompt_level(rng, total - before, factors, speedup, h, paired)]})
+        before = total
+    out = verdict.decide(base, rounds, plan_overrides=overrides, final=False)
+    return out["decision"], out["requests"][1], out["elapsed_s"]
+
+
+def designs(verdict, stats, sims, seed, prompt_cv):
+    """P(keep) per design, truth and shift; mean candidate requests and seconds."""
+    rows = []
+    for i, speedup in enumerate(DESIGN_AT):
+        for j, (name, paired, overrides) in enumerate(DESIGNS):
+            row = {"speedup": speedup, "design": name}
+            for k, h in enumerate(SHIFTS):
+                rng = random.Random(seed * 1000003 + i * 101 + k)  # the same draws for every design
+                keep = requests = seconds = 0
+                for _draw in range(sims):
+                    decision, used, spent = design_run(verdict, stats, rng, speedup, h, paired, overrides, prompt_cv)
+                    keep += decision == "keep"
+                    requests += used
+                    seconds += spent or 0.0
+                row["keep_%s" % h] = keep / float(sims)
+                row["requests_%s" % h] = requests / float(sims)
+                row["seconds_%s" % h] = seconds / float(sims)
+            row["baseline_requests"] = verdict.plan(overrides)["baseline_requests"]
+            rows.append(row)
+    return rows
+
+
+def designs_table(rows):
+    lines = ["| true speed-up | design | P(keep) h=0.98 / 1.00 / 1.02 | mean candidate requests | mean candidate s | baseline |",
+             "|---|---|---|---|---|---|"]
+    for row in rows:
+        lines.append("| x%.2f | %s | %s | %s | %s | %d |" % (
+            row["speedup"], row["design"], " / ".join("%.3f" % row["keep_%s" % h] for h in SHIFTS),
+            " / ".join("%.1f" % row["requests_%s" % h] for h in SHIFTS),
+            " / ".join("%.0f" % row["seconds_%s" % h] for h in SHIFTS), row["baseline_requests"]))
+    return "\n".join(lines)
 
 
 def curve(verdict, rule, speedups, sims, seed):
@@ -144,9 +233,25 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=14)
     parser.add_argument("--out", default=os.path.join(HERE, "verdict_oc.png"))
     parser.add_argument("--json", help="also write the curves as JSON here")
+    parser.add_argument("--designs-only", action="store_true", help="only today's design against the paired one")
+    parser.add_argument("--prompt-cv", type=float, default=0.10,
+                        help="coefficient of variation of the prompts' own times in the designs' table (default 0.10)")
     args = parser.parse_args(argv)
     sys.path.insert(0, COLLECTIONS)
     from ansible_collections.llmops.specdec.plugins.module_utils import _verdict as verdict
+    from ansible_collections.llmops.specdec.plugins.module_utils import _verdict_stats
+
+    started = time.time()
+    rows = designs(verdict, _verdict_stats, args.sims, args.seed, args.prompt_cv)
+    print(designs_table(rows))
+    print("\n%d simulations per row and shift, prompts' own times spread %g %% (CV), 5 %% jitter; %.0f s" % (
+        args.sims, 100 * args.prompt_cv, time.time() - started))
+    if args.designs_only:
+        if args.json:
+            os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+            with open(args.json, "w", encoding="utf-8") as handle:
+                json.dump({"sims": args.sims, "prompt_cv": args.prompt_cv, "designs": rows}, handle, indent=1)
+        return 0
 
     speedups = [0.90 + 0.01 * i for i in range(31)]
     started = time.time()

@@ -18,6 +18,7 @@ Measurement design (see bench/README.md for the figures):
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 import threading
@@ -59,7 +60,9 @@ def limit(cfg, name):
 def run_level(transport, url, bodies, concurrency, requests, warmup=0, watchdog=None, max_bytes=None,
               max_tokens=None):
     """Run `requests` measured requests (after `warmup` unmeasured ones) with `concurrency`
-    workers in a closed loop. bodies is a list of request bodies used round-robin.
+    workers in a closed loop. bodies is a list of request bodies used round-robin, warm-up included:
+    every result's ``prompt`` is the index of the body it sent, so a verdict can pair the requests of two
+    runs by prompt (docs/verdict.md, the paired design).
 
     With a ``watchdog`` every request has its deadline, and no request starts once the run's
     deadline has passed: those left unsent are results of kind ``deadline``.
@@ -81,6 +84,7 @@ def run_level(transport, url, bodies, concurrency, requests, warmup=0, watchdog=
             try:
                 r = _bench_stream.run_request(transport, url, bodies[i % len(bodies)], parse=False,
                                               watchdog=watchdog, max_bytes=max_bytes)
+                r.prompt = i % len(bodies)
                 results[i] = r
                 with lock:
                     state['kept'] += r.kept_bytes
@@ -89,6 +93,7 @@ def run_level(transport, url, bodies, concurrency, requests, warmup=0, watchdog=
                     _bench_stream.finish(r, max_tokens)
             except Exception as exc:  # never lose a worker: the request is counted, the loop goes on
                 results[i] = _bench_stream.client_error(exc)
+                results[i].prompt = i % len(bodies)
 
     _prime(transport, url, concurrency, watchdog)
     old = sys.getswitchinterval()
@@ -234,6 +239,8 @@ def _run(cfg, transport, headers, on_start=None):
         'model': model,
         'metrics_source': metrics,
         'prompts': len(prompts),
+        # Which prompts, in which order: the samples' ``prompt`` indexes pair two runs only when this is equal.
+        'prompts_sha256': prompts_digest(prompts),
         'categories': categories,
         'max_tokens': cfg['max_tokens'],
         'ignore_eos': cfg.get('ignore_eos', True),
@@ -251,6 +258,12 @@ def _run(cfg, transport, headers, on_start=None):
         'outputs': _bench_outputs.collect(lowest, min(cfg['concurrency']), prompts, limit(cfg, 'lossless_prompts'),
                                           cfg.get('temperature', 0.0)),
     }
+
+
+def prompts_digest(prompts):
+    """SHA-256 (16 hex digits) of the run's prompts [(category, text)] in the order sent."""
+    text = json.dumps([[p[0], p[1]] for p in prompts], ensure_ascii=False, separators=(',', ':'))
+    return hashlib.sha256(text.encode('utf-8', 'surrogatepass')).hexdigest()[:16]
 
 
 def _levels(cfg, transport, watchdog, model, metrics):

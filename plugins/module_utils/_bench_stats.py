@@ -10,7 +10,8 @@ from __future__ import annotations
 import math
 
 # The per-request lists of a level's ``samples``, in this order (the verdict reads these names).
-SAMPLE_KEYS = ('ttft_ms', 'tpot_ms', 'e2e_ms', 'output_tokens', 'output_tok_s', 'start_ms')
+# prompt: the index of the prompt each request sent (the verdict pairs the two sides' requests by it).
+SAMPLE_KEYS = ('ttft_ms', 'tpot_ms', 'e2e_ms', 'output_tokens', 'output_tok_s', 'start_ms', 'prompt')
 
 
 def ns_to_ms(ns):
@@ -94,6 +95,7 @@ def request_row(result, start_ns):
     ok = result.ok
     return {
         'start_ms': ns_to_ms(result.start_ns - start_ns) if result.start_ns is not None else None,
+        'prompt': result.prompt,
         'ok': ok,
         'error': result.error,
         'detail': result.detail,
@@ -116,8 +118,8 @@ def samples(results, max_samples=None):
 
     Equal-length lists under SAMPLE_KEYS: ttft_ms, tpot_ms (None for a one-token request), e2e_ms,
     output_tokens, output_tok_s (output_tokens / e2e seconds), start_ms (after the level's first
-    request). Only the first ``max_samples`` (None: all) are kept; truncated says whether more succeeded.
-    Times are rounded to the microsecond, rates to 0.001 tok/s.
+    request), prompt (the index of the prompt sent). Only the first ``max_samples`` (None: all) are kept;
+    truncated says whether more succeeded. Times are rounded to the microsecond, rates to 0.001 tok/s.
     """
     t0 = level_start_ns(results)
     ok = sorted((r for r in results if r.ok), key=lambda r: r.start_ns or 0)
@@ -130,6 +132,7 @@ def samples(results, max_samples=None):
         out['output_tokens'].append(r.output_tokens)
         out['output_tok_s'].append(_r(stream_tok_s(r)))
         out['start_ms'].append(_r(ns_to_ms(r.start_ns - t0)) if r.start_ns is not None else None)
+        out['prompt'].append(r.prompt)
     return out, len(kept) < len(ok)
 
 

@@ -221,7 +221,7 @@ class RequestResult:
 
     __slots__ = ('ok', 'error', 'detail', 'start_ns', 'ttft_ns', 'last_token_ns', 'end_ns',
                  'output_tokens', 'tokens_source', 'chunk_times_ns', 'chunk_tokens',
-                 'prompt_tokens', 'chunks', 'reads', 'done', 'kept_bytes', 'text')
+                 'prompt_tokens', 'chunks', 'reads', 'done', 'kept_bytes', 'text', 'prompt')
 
     def __init__(self):
         self.ok = False
@@ -241,6 +241,7 @@ class RequestResult:
         self.done = False
         self.kept_bytes = 0          # bytes read from the response body
         self.text = None             # the text the stream carried, in pieces (parse_stream), for _bench_outputs
+        self.prompt = None           # index of the prompt sent (in the run's prompts), set by the closed loop
 
     def fail(self, kind, detail):
         self.ok = False

@@ -68,9 +68,17 @@ DEFAULT_PLAN = {
     "spending": 2.0,
     # Level of the intervals shown (verdict line, report, JSON).
     "confidence": 0.95,
+    # The first look: this many candidate requests at the lowest level only, before the first round (0: none).
+    # It can roll back a clearly slower candidate (x0.5 in 4 requests) and spends almost no alpha.
+    "probe_requests": 4,
+    # 1: at concurrency 1, judge the candidate's requests against the baseline's of the same prompt
+    # (_verdict_paired) where both sides name their prompts; 0: the unpaired estimators everywhere.
+    "paired": 1,
 }
 
 _PLAN_INTS = ("first_round", "round_requests", "max_requests", "baseline_requests")
+# Whole numbers that may be 0 (what turns the setting off); paired also takes a boolean.
+_PLAN_COUNTS = {"probe_requests": None, "paired": 1}
 
 # Raised here and by _verdict_stats (inputs that cannot be compared); the filters catch it here.
 VerdictError = _verdict_stats.VerdictError
@@ -161,8 +169,16 @@ def plan(overrides=None):
             raise VerdictError("unknown plan setting %r; allowed: %s" % (key, ", ".join(sorted(DEFAULT_PLAN))))
         if value is None:
             continue
+        if key == "paired" and isinstance(value, bool):
+            value = int(value)
         value = _number("plan setting", key, value)
-        if key in _PLAN_INTS:
+        if key in _PLAN_COUNTS:
+            high = _PLAN_COUNTS[key]
+            if value != int(value) or value < 0 or (high is not None and value > high):
+                raise VerdictError("plan setting %s must be a whole number >= 0%s, got %s" % (
+                    key, "" if high is None else " and <= %d" % high, value))
+            value = int(value)
+        elif key in _PLAN_INTS:
             if value != int(value) or value < 1:
                 raise VerdictError("plan setting %s must be a whole number >= 1, got %s" % (key, value))
             value = int(value)
@@ -227,34 +243,41 @@ def decide(baseline, candidate, overrides=None, plan_overrides=None, max_tokens=
 
     base_acc = _verdict_stats.accumulate(base_rounds)
     # The levels judged are the first round's (that the baseline has too); later rounds may leave out a
-    # level whose checks have all passed (next.concurrency), not add one.
+    # level whose checks have all passed (next.concurrency), not add one. A first round marked ``probe``
+    # (the plan's first look: probe_requests at the lowest level only) is followed by every baseline level.
     cand_levels = sorted(cand_rounds[0]["levels"])
-    common = [level for level in cand_levels if level in base_acc]
-    if not common:
+    probing = bool(cand_rounds[0].get("probe"))
+    common = sorted(base_acc) if probing else [level for level in cand_levels if level in base_acc]
+    if not common or not set(cand_levels) & set(base_acc):
         raise VerdictError(
             "baseline levels %s and candidate levels %s share no concurrency" % (sorted(base_acc), cand_levels))
     base_fig = {level: _verdict_stats.level_figures(base_acc[level]) for level in common}
     result = {"thresholds": limits, "plan": settings, "invalid": [], "next": None}
     base_outputs = _verdict_lossless.merge([r.get("outputs") for r in base_rounds])
+    base_prompts, cand_prompts = _verdict_stats.prompts_of(base_rounds), _verdict_stats.prompts_of(cand_rounds)
 
     invalid = [{"side": "baseline", "level": level, "why": why}
                for level in common for why in _verdict_stats.level_problems(base_fig[level], base_acc[level], at_level(limits, level), limit_tokens)]
     cand_acc = {level: _verdict_stats.new_acc() for level in common}
     passed = {}
-    planned_final = len(settings["rounds"]) == 1
+    # Requests per level of each look: the probe's (lowest level only) first when there is one, then the rounds.
+    sizes = [settings["rounds"][0]] + [b - a for a, b in zip(settings["rounds"], settings["rounds"][1:])]
+    looks = ([settings["probe_requests"]] if probing else []) + sizes
+    planned_final = len(looks) == 1
     alpha_spent = 0.0
     for k, rnd in enumerate(cand_rounds, 1):
         for level in common:
             if level in rnd["levels"]:
                 _verdict_stats.merge(cand_acc[level], rnd["levels"][level])
+        measured = [level for level in common if cand_acc[level]["rounds"]]
         last_given = k == len(cand_rounds)
-        is_final = planned_final or (final and last_given) or k >= len(settings["rounds"])
-        a_keep = _verdict_stats.alpha_by(settings, k, is_final)
-        cand_fig = {level: _verdict_stats.level_figures(cand_acc[level]) for level in common}
+        is_final = planned_final or (final and last_given) or k >= len(looks)
+        cand_fig = {level: _verdict_stats.level_figures(cand_acc[level]) for level in measured}
         invalid_now = invalid + [
             {"side": "candidate", "level": level, "why": why}
-            for level in common for why in _verdict_stats.level_problems(cand_fig[level], cand_acc[level], at_level(limits, level), limit_tokens)]
-        result.update(round=k, requests={level: cand_fig[level]["ok"] + cand_fig[level]["errors"] for level in common},
+            for level in measured for why in _verdict_stats.level_problems(cand_fig[level], cand_acc[level], at_level(limits, level), limit_tokens)]
+        result.update(round=k, requests={level: (cand_fig[level]["ok"] + cand_fig[level]["errors"]) if level in cand_fig else 0
+                                         for level in common},
                       elapsed_s=_verdict_stats.elapsed(cand_acc))
         lossless = _verdict_lossless.compare(base_outputs, _verdict_lossless.merge([r.get("outputs") for r in cand_rounds[:k]]),
                                              limits["max_output_divergence"], lossy)
@@ -262,11 +285,22 @@ def decide(baseline, candidate, overrides=None, plan_overrides=None, max_tokens=
         if invalid_now:
             return _finish(result, "invalid", [], invalid_now, base_fig, cand_fig, common)
         checks = [c for c in [_verdict_lossless.as_check(lossless)] if c is not None]
+        designs = {}
         for level in common:
+            if level not in cand_fig:
+                checks.append(_not_measured(level, base_fig[level], limits))
+                continue
+            # the planned requests of this level before and at this look (the probe is the lowest level's
+            # alone): what it may spend of alpha
+            planned = [sum(looks[:j]) - (looks[0] if probing and level != common[0] and j else 0) for j in (k - 1, k)]
+            a_keep = _verdict_stats.alpha_at(settings, planned[0], planned[1], is_final)
+            if level == common[0]:
+                alpha_spent += a_keep
+            designs[level] = _verdict_stats.design(level, base_acc[level], cand_acc[level], settings, base_prompts, cand_prompts)
             checks.extend(_verdict_stats.level_checks(level, base_fig[level], cand_fig[level], base_acc[level], cand_acc[level],
-                                                      at_level(limits, level), settings, a_keep, passed))
-        alpha_spent += a_keep
+                                                      at_level(limits, level), settings, a_keep, passed, designs[level]))
         result["alpha_spent"] = alpha_spent
+        result["design"] = designs
         if any(c["status"] == "fail" for c in checks):
             return _finish(result, "rollback", checks, [], base_fig, cand_fig, common)
         if all(c["status"] == "pass" for c in checks):
@@ -275,19 +309,26 @@ def decide(baseline, candidate, overrides=None, plan_overrides=None, max_tokens=
             return _finish(result, "inconclusive", checks, [], base_fig, cand_fig, common)
         # Plan the next round; whether it is the last is decided now, from what is known before it runs.
         open_levels = sorted({c["level"] for c in checks if c["status"] == "open"})
-        rounds = settings["rounds"]
-        next_n = rounds[k] - rounds[k - 1]
+        next_n = looks[k]
         per_round = _verdict_stats.projected(cand_acc, open_levels, next_n)
-        after_next = _verdict_stats.projected(cand_acc, open_levels, rounds[k + 1] - rounds[k]) if k + 1 < len(rounds) else 0.0
+        after_next = _verdict_stats.projected(cand_acc, open_levels, looks[k + 1]) if k + 1 < len(looks) else 0.0
         elapsed = result["elapsed_s"] or 0.0
         if per_round is not None and elapsed + per_round > settings["max_seconds"]:
             result["budget"] = "seconds"
             return _finish(result, "inconclusive", checks, [], base_fig, cand_fig, common)
-        planned_final = k + 1 >= len(rounds) or (per_round is not None and elapsed + per_round + after_next > settings["max_seconds"])
+        planned_final = k + 1 >= len(looks) or (per_round is not None and elapsed + per_round + after_next > settings["max_seconds"])
         result["next"] = {"requests": next_n, "concurrency": open_levels, "final": planned_final}
         if last_given:
             return _finish(result, "continue", checks, [], base_fig, cand_fig, common)
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _not_measured(level, base, limits):
+    """The open check of a level the candidate has not run yet (after the probe, which runs the lowest only)."""
+    return {"level": level, "figure": "output_tok_s", "baseline": base["output_tok_s"], "candidate": None,
+            "limit": limits["min_speedup"], "target": None, "method": "samples", "ratio": None, "ci": None,
+            "bar": None, "bound": None, "status": "open", "ok": False,
+            "why": "not measured yet (the first look runs the lowest level only)"}
 
 
 def _finish(result, verdict, checks, invalid, base_fig, cand_fig, common):

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _stats, _verdict_explain, _verdict_lossless
+from ansible_collections.llmops.specdec.plugins.module_utils import _stats, _verdict_explain, _verdict_lossless, _verdict_paired
 
 
 class VerdictError(ValueError):
@@ -26,7 +26,10 @@ class VerdictError(ValueError):
 
 # --------------------------------------------------------------------------- summaries
 
-SAMPLE_KEYS = ("e2e_ms", "output_tokens", "tpot_ms", "ttft_ms")
+SAMPLE_KEYS = ("e2e_ms", "output_tokens", "tpot_ms", "ttft_ms", "prompt")
+# The figures among them; ``prompt`` (the index of the prompt each request sent) only pairs the two sides
+# (_verdict_paired), and a side that lacks it is judged unpaired, never invalid.
+FIGURE_KEYS = ("e2e_ms", "output_tokens", "tpot_ms", "ttft_ms")
 
 
 def float_or_none(value):
@@ -89,7 +92,19 @@ def _one_summary(bench, max_tokens=None):
         out["max_tokens"] = limit
     if isinstance(bench.get("outputs"), dict):
         out["outputs"] = bench["outputs"]
+    if bench.get("prompts_sha256"):
+        out["prompts_sha256"] = bench["prompts_sha256"]
+    if bench.get("probe") is True:
+        out["probe"] = True  # the plan's first look (probe_requests at the lowest level), marked by the role
     return out
+
+
+def prompts_of(rounds):
+    """The one ``prompts_sha256`` of summaries' rounds; None when none says, False when they differ."""
+    digests = {r.get("prompts_sha256") for r in rounds}
+    if len(digests) > 1:
+        return False
+    return digests.pop() or None
 
 
 def rounds_of(data, max_tokens=None):
@@ -120,8 +135,14 @@ def merge(acc, level):
     acc["ttft_med"].append(level.get("ttft_ms"))
     samples = level.get("samples")
     if isinstance(samples, dict) and samples and acc["samples"] is not None:
-        for key in SAMPLE_KEYS:
+        for key in FIGURE_KEYS:
             acc["samples"][key].extend(samples.get(key) or [])
+        prompts = samples.get("prompt") or []
+        if acc["samples"].get("prompt") is not None:
+            if len(prompts) == len(samples.get("e2e_ms") or []):
+                acc["samples"]["prompt"].extend(prompts)
+            else:  # a round without prompt indexes: the level is judged unpaired
+                acc["samples"]["prompt"] = None
         acc["truncated"] = acc["truncated"] or bool(level.get("samples_truncated"))
     else:
         acc["samples"] = None
@@ -194,7 +215,7 @@ def summarize(bench, max_tokens=None):
         if acc["error_kinds"]:
             figures["error_kinds"] = acc["error_kinds"]
         if acc["samples"] is not None:
-            figures["samples"] = acc["samples"]
+            figures["samples"] = dict((k, v) for k, v in acc["samples"].items() if v is not None)
             figures["samples_truncated"] = acc["truncated"]
         levels[level] = figures
     out = {"levels": levels}
@@ -204,6 +225,8 @@ def summarize(bench, max_tokens=None):
     outputs = _verdict_lossless.merge([r.get("outputs") for r in rounds])
     if outputs is not None:
         out["outputs"] = outputs
+    if prompts_of(rounds):
+        out["prompts_sha256"] = prompts_of(rounds)
     return out
 
 
@@ -214,11 +237,11 @@ def _finite(value):
 
 
 def _sample_problems(samples, max_tokens):
-    lengths = {key: len(samples[key]) for key in SAMPLE_KEYS if samples.get(key)}
+    lengths = {key: len(samples[key]) for key in FIGURE_KEYS if samples.get(key)}
     if len(set(lengths.values())) > 1:
         return ["samples of unequal length (%s)" % ", ".join("%s %d" % kv for kv in sorted(lengths.items()))]
     problems = []
-    for key in SAMPLE_KEYS:
+    for key in FIGURE_KEYS:
         values = samples.get(key) or []
         if None in values:
             values = [v for v in values if v is not None]
@@ -441,6 +464,20 @@ def alpha_by(settings, k, final):
     return max(0.0, (alpha if final else spent(k)) - before)
 
 
+def alpha_at(settings, before, now, final):
+    """alpha one level's look may spend when the plan has it at ``now`` candidate requests after ``before``.
+
+    The same spending function as :func:`alpha_by`, by the planned requests of that level (the first look of
+    a few requests, ``probe_requests``, is its own look at the lowest level), so a level's spends over all its
+    looks add up to at most alpha whatever stops the run.
+    """
+    alpha, total = settings["alpha"], float(settings["max_requests"])
+
+    def spent(n):
+        return alpha * min(1.0, n / total) ** settings["spending"] if n > 0 else 0.0
+    return max(0.0, (alpha if final else spent(now)) - spent(before))
+
+
 def _seconds_per_request(acc):
     requests = acc["ok"] + acc["errors"]
     if not acc["duration_s"] or not requests:
@@ -465,18 +502,54 @@ def projected(accs, levels, requests):
     return math.fsum(seconds)
 
 
-def level_checks(level, base, cand, base_acc, cand_acc, limits, settings, a_keep, passed):
-    """Checks of one level at one look; a check once shown within its bar stays passed."""
+def design(level, base_acc, cand_acc, settings, base_prompts=None, cand_prompts=None):
+    """How a level is judged: ``{"design": "paired"}`` or ``{"design": "unpaired", "why": ...}``.
+
+    Paired (_verdict_paired) at concurrency 1 when both sides' samples name their prompts and the prompts are
+    the same (``prompts_sha256``, when known: None; False when a side's rounds differ); otherwise today's
+    unpaired estimators.
+    """
+    base_samples, cand_samples = base_acc["samples"], cand_acc["samples"]
+    if not settings.get("paired"):
+        return {"design": "unpaired", "why": "the plan's paired is 0"}
+    if int(level) != 1:
+        return {"design": "unpaired", "why": "requests at c=%d share batches with other prompts' requests" % int(level)}
+    if not base_samples or not cand_samples:
+        return {"design": "unpaired", "why": "no samples"}
+    if base_prompts is False or cand_prompts is False:
+        return {"design": "unpaired", "why": "the rounds of the %s sent other prompts" % (
+            "baseline" if base_prompts is False else "candidate")}
+    ok, why = _verdict_paired.pairing(base_samples, cand_samples, base_prompts, cand_prompts)
+    return {"design": "paired"} if ok else {"design": "unpaired", "why": why}
+
+
+def level_checks(level, base, cand, base_acc, cand_acc, limits, settings, a_keep, passed, paired=None):
+    """Checks of one level at one look; a check once shown within its bar stays passed.
+
+    ``paired``: :func:`design`'s answer for the level; when paired, the figures are estimated from the
+    candidate's requests against the baseline's of the same prompt (the checks say ``design: paired`` and
+    ``pairs``: paired requests, prompts, requests left unpaired, how).
+    """
     base_samples, cand_samples = base_acc["samples"], cand_acc["samples"]
     if not base_samples or not cand_samples or not base_samples.get("e2e_ms") or not cand_samples.get("e2e_ms"):
         return _point_checks(level, base, cand, limits) + [_error_check(level, base, cand, limits, settings["confidence"])]
     checks = []
     block = level
-    estimates = {
-        "output_tok_s": lambda: speedup_estimate(base_samples, cand_samples, block),
-        "tpot_ms": lambda: median_estimate(base_samples, cand_samples, "tpot_ms", block),
-        "ttft_ms": lambda: median_estimate(base_samples, cand_samples, "ttft_ms", block),
-    }
+    info = {}
+    if paired and paired.get("design") == "paired":
+        def pair(figure):
+            if figure == "output_tok_s":
+                est, info[figure] = _verdict_paired.speedup(base_samples, cand_samples)
+            else:
+                est, info[figure] = _verdict_paired.median_ratio(base_samples, cand_samples, figure)
+            return est
+        estimates = dict((figure, (lambda f=figure: pair(f))) for figure in ("output_tok_s", "tpot_ms", "ttft_ms"))
+    else:
+        estimates = {
+            "output_tok_s": lambda: speedup_estimate(base_samples, cand_samples, block),
+            "tpot_ms": lambda: median_estimate(base_samples, cand_samples, "tpot_ms", block),
+            "ttft_ms": lambda: median_estimate(base_samples, cand_samples, "ttft_ms", block),
+        }
     for figure in ("output_tok_s", "tpot_ms", "ttft_ms"):
         if figure != "output_tok_s" and not (base_samples.get(figure) and cand_samples.get(figure)):
             continue  # not measured (as today: a missing figure is not checked)
@@ -485,6 +558,8 @@ def level_checks(level, base, cand, base_acc, cand_acc, limits, settings, a_keep
             continue
         check = _sample_check(level, figure, base[figure], cand[figure], estimates[figure](), limits, settings,
                               a_keep, settings["futility"])
+        if figure in info:
+            check.update(design="paired", pairs=info[figure])
         if check["status"] == "pass":
             passed[(level, figure)] = check
         checks.append(check)

@@ -290,6 +290,12 @@ bench:
       description: Number of distinct prompts used round-robin.
       type: int
       sample: 5
+    prompts_sha256:
+      description:
+        - SHA-256 (16 hex digits) of the prompts and their categories in the order sent. Two runs whose digests are
+          equal sent the same prompts, so their requests can be paired by RV(bench.levels[].samples.prompt).
+      type: str
+      sample: 3f2a9c0d1e4b5a67
     categories:
       description: Number of prompts per category (C(file) for plain user prompts).
       type: dict
@@ -479,6 +485,14 @@ bench:
               type: list
               elements: float
               sample: [0.0, 3112.8]
+            prompt:
+              description:
+                - Index of the prompt each request sent, in the run's prompts (0-based; warm-up requests take the
+                  first ones, so the measured requests start after them). The verdict pairs the requests of the
+                  baseline and the candidate by it.
+              type: list
+              elements: int
+              sample: [1, 2]
         samples_truncated:
           description: Whether more requests succeeded than RV(bench.levels[].samples) holds (O(max_samples)).
           type: bool
@@ -546,6 +560,10 @@ bench:
               description: When the request was sent, after the level's first request; null when never sent (O(run_timeout)).
               type: float
               sample: 0.0
+            prompt:
+              description: Index of the prompt the request sent (as in RV(bench.levels[].samples.prompt)).
+              type: int
+              sample: 1
             ok:
               description: Whether the request succeeded.
               type: bool

@@ -46,6 +46,43 @@ def test_closed_loop_runs_warmup_then_measured_requests(kind):
     assert wall >= max(r.end_ns for r in results)
 
 
+def test_every_result_names_the_prompt_it_sent_warm_up_included(kind):
+    """The paired verdict pairs requests by prompt: the index recorded is the body sent, after the warm-up's."""
+    with SSEServer([simple_plan(4, continuous=True)]) as srv:
+        bodies = [_bench_stream.request_body('completions', 'm', p, 4) for p in ('a', 'b', 'c')]
+        results, _wall = _bench.run_level(transport(kind=kind), _bench_stream.endpoint(srv.url, 'completions'),
+                                          bodies, concurrency=1, requests=7, warmup=2)
+        sent = [post[2]['prompt'] for post in srv.posts]
+    assert sent == ['a', 'b', 'c', 'a', 'b', 'c', 'a', 'b', 'c']
+    # the measured requests are the 3rd to 9th sent: prompts c, a, b, c, a, b, c
+    assert [r.prompt for r in results] == [2, 0, 1, 2, 0, 1, 2]
+    assert [('a', 'b', 'c')[r.prompt] for r in results] == sent[2:]
+
+
+def test_two_runs_of_the_same_settings_send_the_same_prompts_in_the_same_order():
+    """Both sides of a verdict: the same prompts digest, and per level the same prompt of every sample."""
+    runs, prompts = [], [('chat', 'p1'), ('code', 'p2'), ('reasoning', 'p3')]
+    for _side in ('baseline', 'candidate'):
+        with SSEServer([simple_plan(4, continuous=True)]) as srv:
+            runs.append(_bench.run_benchmark(cfg(srv.url, max_tokens=4, concurrency=[1, 2], requests=6, warmup=1,
+                                                 prompts=prompts)))
+    one, two = runs
+    assert one['prompts_sha256'] == two['prompts_sha256'] == _bench.prompts_digest(prompts)
+    count = len(prompts)
+    for a, b in zip(one['levels'], two['levels']):
+        assert sorted(a['samples']['prompt']) == sorted(b['samples']['prompt'])
+        # the warm-up runs before the level's measured loop, which starts again at the first prompt
+        assert sorted(a['samples']['prompt']) == sorted(j % count for j in range(6))
+    assert one['levels'][0]['samples']['prompt'] == two['levels'][0]['samples']['prompt'] == [j % count for j in range(6)]
+
+
+def test_the_prompts_digest_names_the_prompts_and_their_order():
+    prompts = [('chat', 'a'), ('code', 'b')]
+    assert _bench.prompts_digest(prompts) != _bench.prompts_digest(prompts[::-1])
+    assert _bench.prompts_digest(prompts) != _bench.prompts_digest([('chat', 'a'), ('chat', 'b')])
+    assert len(_bench.prompts_digest(prompts)) == 16
+
+
 def test_closed_loop_counts_faults_among_successes(kind):
     plans = [simple_plan(3), [('status', 500, 'boom')], simple_plan(3),
              [('head',), ('chunk', completion_event(' a')), ('close',)], simple_plan(3)]
@@ -241,7 +278,7 @@ def test_samples_come_with_every_level_in_start_order():
     for level in bench['levels']:
         s = level['samples']
         assert sorted(s) == sorted(_bench_stats.SAMPLE_KEYS)
-        assert [len(v) for v in s.values()] == [3] * 6
+        assert [len(v) for v in s.values()] == [3] * len(_bench_stats.SAMPLE_KEYS)
         assert level['samples_truncated'] is True
         assert s['start_ms'][0] == 0.0 and s['start_ms'] == sorted(s['start_ms'])
         assert s['output_tokens'] == [4, 4, 4]

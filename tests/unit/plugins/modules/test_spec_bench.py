@@ -198,7 +198,7 @@ def test_samples_are_returned_per_level_and_bounded_by_max_samples():
         res = run({'url': srv.url, 'model': 'm', 'prompts': ['a'], 'max_tokens': 3, 'requests': 4,
                    'warmup': 0, 'metrics': 'none', 'concurrency': [1, 2], 'max_samples': 2})
     for level in res['bench']['levels']:
-        assert [len(v) for v in level['samples'].values()] == [2] * 6
+        assert [len(v) for v in level['samples'].values()] == [2] * 7
         assert level['samples_truncated'] is True
         assert level['samples']['output_tokens'] == [3, 3]
     assert res['msg'].startswith('2 level(s) (concurrency 1, 2): 8 request(s) ok, 0 failed, in ')
