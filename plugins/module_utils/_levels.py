@@ -117,3 +117,37 @@ def deciding(verdict):
         low = min(speed, key=lambda c: c["ratio"])
         return {"level": low["level"], "figure": "output_tok_s", "status": "pass"}
     return None
+
+
+def _levels_text(levels):
+    return ",".join(str(x) for x in levels or [])
+
+
+def line_notes(rec):
+    """What the verdict line appends about what the verdict was judged on (issue 32): the levels and why, the level
+    that decided, and the prompts (a warning on a shipped, synthetic suite). Empty for a record without them."""
+    out = ""
+    choice = rec.get("levels")
+    if isinstance(choice, dict) and choice.get("levels"):
+        src = choice.get("source")
+        if src == "observed":
+            out += "; levels %s from production's batch (busy median %s, p90 %s running)" % (
+                _levels_text(choice["levels"]), _fmt(choice.get("median") or 0), _fmt(choice.get("p90") or 0))
+        elif src == "fallback":
+            out += "; levels %s by default (%s)" % (_levels_text(choice["levels"]),
+                                                     str(choice.get("why") or "").split(": the default levels")[0])
+        else:
+            out += "; levels %s %s" % (_levels_text(choice["levels"]), "named" if src == "named" else "stored")
+        decided = rec.get("decided_by") if isinstance(rec.get("decided_by"), dict) else deciding(rec)
+        if decided and len(choice["levels"]) > 1:
+            out += ", c=%s decided" % decided["level"]
+    prompts = rec.get("prompts")
+    if isinstance(prompts, dict):
+        if prompts.get("synthetic"):
+            out += "; WARNING synthetic prompts (shipped suite %s): set spec_switch_prompts_file to judge on your traffic" % (
+                prompts.get("name"))
+        elif prompts.get("source"):
+            out += "; on the operator's %s %s (%s prompts, sha256 %s)" % (
+                "request log" if prompts["source"] == "request_log" else "prompts file", prompts.get("name"),
+                prompts.get("prompts"), str(prompts.get("sha256") or "")[:12])
+    return out

@@ -86,3 +86,38 @@ def test_the_highest_open_level_decided_an_inconclusive_one_and_the_first_invali
 @pytest.mark.parametrize("verdict", [None, {}, {"verdict": "rollback", "checks": []}, {"verdict": "keep", "checks": []}])
 def test_nothing_decided_without_checks(verdict):
     assert _levels.deciding(verdict) is None
+
+
+# ---------------------------------------------------------------- in the verdict line (issue 32)
+
+from ansible_collections.llmops.specdec.plugins.module_utils import _suites, _verdict_explain  # noqa: E402
+
+OBSERVED = _levels.from_running([10, 11, 12, 12, 13, 12, 11, 20, 19, 12], "vllm:num_requests_running")
+COLLAPSE = {"host": "gpu1", "outcome": "rolled_back", "label": "mtp k=1", "suite": "reasoning", "speedup": 1.17,
+            "speedup_ci": [1.12, 1.22], "verdict": "rollback",
+            "reason": "c=32 output 41.2 vs 81.0 tok/s = x0.51 [0.47, 0.55], cannot be shown >= x1.02",
+            "checks": [_check(1, "output_tok_s", "pass", 1.17), _check(32, "output_tok_s", "fail", 0.51)],
+            "levels": OBSERVED, "prompts": _suites.shipped_source("reasoning")}
+
+
+def test_the_line_says_where_the_levels_came_from_which_decided_and_warns_on_synthetic_prompts():
+    assert _verdict_explain.verdict_line(COLLAPSE) == (
+        "gpu1: ROLLED BACK mtp k=1 on reasoning (x1.17 [1.12, 1.22]) - c=32 output 41.2 vs 81.0 tok/s = x0.51 [0.47, 0.55], "
+        "cannot be shown >= x1.02; levels 1,16,32 from production's batch (busy median 12, p90 19.1 running), c=32 decided; "
+        "WARNING synthetic prompts (shipped suite reasoning): set spec_switch_prompts_file to judge on your traffic")
+
+
+def test_the_line_names_the_operators_prompts_by_digest_and_default_or_named_levels():
+    source = {"source": "request_log", "name": "requests.jsonl", "sha256": "ab" * 32, "prompts": 120, "synthetic": False}
+    rec = dict(COLLAPSE, levels=_levels.from_running([0, 0, 0], "g"), prompts=source,
+               checks=[_check(1, "output_tok_s", "pass", 1.17), _check(8, "output_tok_s", "fail", 0.51)])
+    assert _verdict_explain.verdict_line(rec).endswith(
+        "; levels 1,8 by default (the engine was busy in 0 of 3 sample(s) of g (fewer than 3)), c=8 decided; "
+        "on the operator's request log requests.jsonl (120 prompts, sha256 abababababab)")
+    named = dict(rec, levels=_levels.named([1]), prompts=None)
+    assert _verdict_explain.verdict_line(named).endswith("cannot be shown >= x1.02; levels 1 named")
+
+
+def test_a_record_from_before_reads_as_before():
+    old = {k: v for k, v in COLLAPSE.items() if k not in ("levels", "prompts")}
+    assert _verdict_explain.verdict_line(old).endswith("cannot be shown >= x1.02")
