@@ -18,6 +18,7 @@ _engine = module_util("_engine")
 _gate = module_util("_gate")
 _server = module_util("_server")
 _spec = module_util("_spec")
+_suites = module_util("_suites")
 _switch = module_util("_switch")
 _unit = module_util("_unit")
 
@@ -64,6 +65,14 @@ def switch_settings(settings):
     return _switch.settings(settings)
 
 
+def switch_prompts(path, fmt="auto", suite="reasoning"):
+    return _switch.prompts_source(path, fmt, suite)[1]
+
+
+def switch_prompts_text(path, fmt="auto"):
+    return _suites.prompts_jsonl(_switch.prompts_source(path, fmt)[0])
+
+
 def systemd_exec(argv):
     return _unit.exec_line(argv)
 
@@ -75,5 +84,5 @@ def systemd_env(env):
 class FilterModule:
     def filters(self):
         funcs = (engine_facts, spec_normalize, spec_args, spec_warnings, spec_describe, server_unit, server_secret_env, switch_settings,
-                 systemd_exec, systemd_env)
+                 switch_prompts, switch_prompts_text, systemd_exec, systemd_env)
         return {f.__name__: _wrap(f.__name__, f) for f in funcs}

@@ -25,7 +25,7 @@ import threading
 import time
 
 from ansible_collections.llmops.specdec.plugins.module_utils import (
-    _bench_accept, _bench_outputs, _bench_stats, _bench_stream, _http, _secrets,
+    _bench_accept, _bench_outputs, _bench_stats, _bench_stream, _engine, _http, _levels, _prom, _secrets,
 )
 
 # Raw stream bytes kept for parsing after a level; beyond this, requests are parsed as they end.
@@ -42,6 +42,11 @@ LIMIT_OPTIONS = {
     'run_timeout': {'type': 'float', 'default': 3600},
     'max_samples': {'type': 'int', 'default': 1000},
     'lossless_prompts': {'type': 'int', 'default': _bench_outputs.DEFAULT_PROMPTS},
+    # Levels from the engine's running-request gauge (_levels): seconds it is watched before the first level
+    # when no concurrency is named, the seconds between two reads, and the highest level it may give.
+    'observe_seconds': {'type': 'float', 'default': 10.0},
+    'observe_interval': {'type': 'float', 'default': 0.5},
+    'max_concurrency': {'type': 'int', 'default': 64},
 }
 
 
@@ -145,6 +150,58 @@ def _run_threads(target, n):
         t.join()
 
 
+# --------------------------------------------------------------------------- levels from production's batch
+
+def running_now(transport, base_url, engine, timeout=None):
+    """(running requests, error): the engine's running-request gauge now (its adapter's ``RUNNING_GAUGE``)."""
+    gauge = engine.RUNNING_GAUGE
+    status, text, err = transport.get(_http.server_root(base_url) + '/metrics', timeout)
+    if status != 200:
+        return None, 'GET /metrics %s' % _bench_accept._answer(status, text, err)
+    try:
+        value = _prom.gauge_sum(_prom.parse_text(text), gauge['name'], gauge.get('only'))
+    except _prom.PromParseError as exc:
+        return None, 'unreadable /metrics: %s' % exc
+    return value, (None if value is not None else '/metrics has no %s' % gauge['name'])
+
+
+def observe_running(transport, base_url, metrics, seconds, interval, watchdog=None, sleep=time.sleep,
+                    clock=time.monotonic):
+    """Sample the running-request gauge of the engine ``metrics`` names for ``seconds`` (every ``interval``)
+    while production is served, before any request of the benchmark; the levels they give (_levels)."""
+    engine = _engine.get(metrics) if _engine.known(metrics) else None
+    if engine is None:
+        return _levels.from_running([], None, seconds=0, error='no engine metrics (%s)' % metrics)
+    samples, error = [], None
+    end = clock() + max(0.0, seconds)
+    while True:
+        if watchdog is not None and watchdog.run_over():
+            error = watchdog.run_end_why()
+            break
+        value, why = running_now(transport, base_url, engine, watchdog.bound(interval * 4 + 1) if watchdog else None)
+        samples.append(value)
+        error = why or error
+        left = end - clock()
+        if left <= 0:
+            break
+        sleep(min(interval, left))
+    return {'samples': samples, 'error': error, 'gauge': engine.RUNNING_GAUGE['name']}
+
+
+def choose_levels(cfg, transport, metrics, watchdog=None):
+    """The levels to run: cfg's ``concurrency`` as named, else from the running-request gauge (_levels)."""
+    if cfg.get('concurrency'):
+        return _levels.named(cfg['concurrency'])
+    seconds = limit(cfg, 'observe_seconds')
+    max_level = limit(cfg, 'max_concurrency')
+    if seconds <= 0:
+        return _levels.from_running([], None, max_level, seconds=0, error='observe_seconds is 0')
+    seen = observe_running(transport, cfg['url'], metrics, seconds, limit(cfg, 'observe_interval'), watchdog)
+    if 'levels' in seen:  # no engine to read the gauge of
+        return seen
+    return _levels.from_running(seen['samples'], seen['gauge'], max_level, seconds=seconds, error=seen['error'])
+
+
 # --------------------------------------------------------------------------- the whole run
 
 def discover_model(transport, base_url, timeout=None):
@@ -223,7 +280,9 @@ def _run(cfg, transport, headers, on_start=None):
         metrics = cfg.get('metrics') or 'auto'
         if metrics == 'auto':
             metrics = _bench_accept.detect_metrics(transport, cfg['url'], watchdog.bound(stall))
-        levels, cut, lowest = _levels(cfg, transport, watchdog, model, metrics)
+        choice = choose_levels(cfg, transport, metrics, watchdog)
+        cfg = dict(cfg, concurrency=choice['levels'])
+        levels, cut, lowest = _run_levels(cfg, transport, watchdog, model, metrics)
     finally:
         watchdog.stop()
         close = getattr(transport, 'close', None)
@@ -254,6 +313,8 @@ def _run(cfg, transport, headers, on_start=None):
         'duration_s': round((time.perf_counter_ns() - t_start) / 1e9, 3),
         'run_timeout_reached': cut,
         'levels': levels,
+        # Which levels ran and why: named, or from the engine's running-request gauge (_levels.from_running).
+        'level_choice': choice,
         # Digests of the greedy outputs of the lowest level, per prompt: the verdict's lossless check.
         'outputs': _bench_outputs.collect(lowest, min(cfg['concurrency']), prompts, limit(cfg, 'lossless_prompts'),
                                           cfg.get('temperature', 0.0)),
@@ -266,7 +327,7 @@ def prompts_digest(prompts):
     return hashlib.sha256(text.encode('utf-8', 'surrogatepass')).hexdigest()[:16]
 
 
-def _levels(cfg, transport, watchdog, model, metrics):
+def _run_levels(cfg, transport, watchdog, model, metrics):
     stall = limit(cfg, 'timeout')
     url = _bench_stream.endpoint(cfg['url'], cfg['api'])
     bodies = [_bench_stream.request_body(cfg['api'], model, text, cfg['max_tokens'], cfg.get('temperature', 0.0),

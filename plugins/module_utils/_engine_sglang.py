@@ -160,6 +160,10 @@ ACCEPTANCE_METRICS = {
 }
 
 
+# The batch the engine runs now (_levels, issue 32): srt/observability/metrics_collector.py's gauge, one series per
+# scheduler (labels tp_rank, pp_rank, moe_ep_rank ...); the first rank of each data-parallel scheduler holds its batch.
+RUNNING_GAUGE = {"name": "sglang:num_running_reqs", "only": {"tp_rank": "0", "pp_rank": "0"}}
+
 # ---------------------------------------------------------------------------------------------
 # speculative methods: SGLang's spelling, parameters and checks (ServerArgs 0.5.23), rendering
 # ---------------------------------------------------------------------------------------------

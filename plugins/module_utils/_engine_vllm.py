@@ -180,6 +180,10 @@ ACCEPTANCE_METRICS = {
     "per_pos": "vllm:spec_decode_num_accepted_tokens_per_pos_total",
 }
 
+# The batch the engine runs now (_levels, issue 32): the gauge of requests in the model's execution batches
+# (vllm/v1/metrics/loggers.py, one series per engine index: summed); ``only``: the label values a series must have.
+RUNNING_GAUGE = {"name": "vllm:num_requests_running", "only": {}}
+
 # Tune: band ends the engine honours as they are (None: every batch size; SGLang pads to graph sizes).
 TUNE_BATCH_ENDS = None
 

@@ -185,6 +185,15 @@ def gauge_mean(samples, name):
     return (sum(vals) / len(vals)) if vals else None
 
 
+
+def gauge_sum(samples, name, only=None):
+    """The sum of the gauge ``name`` over its series whose labels match ``only`` (where they have that label),
+    e.g. the running requests of every engine of a data-parallel server; None when no such series."""
+    only = only or {}
+    vals = [s[2] for s in samples if s[0] == name and not math.isnan(s[2])
+            and all(s[1].get(k, v) == v for k, v in only.items())]
+    return math.fsum(vals) if vals else None
+
 # --------------------------------------------------------------------------- textfile (node_exporter)
 
 def _escape_label(value):
@@ -319,4 +328,27 @@ def switch_textfile(record, timestamp):
              if row.get('figure') == 'output_tok_s' and _figure(row.get('ratio'))]
     _family(out, 'llmops_specdec_switch_drift_ratio',
             'Output tok/s of the restored configuration over the baseline\'s, after a rollback.', drift)
+    _judged_on(out, record, judged, suite)
     return '\n'.join(out) + '\n'
+
+
+def _judged_on(out, record, judged, suite):
+    """Issue 32: the levels judged (and where they came from), the level that decided, the running requests the levels
+    were read from, and the prompts (synthetic or the operator's)."""
+    choice = record.get('levels') if isinstance(record.get('levels'), dict) else {}
+    source = [('source', str(choice.get('source') or ''))]
+    _family(out, 'llmops_specdec_switch_level', 'The concurrency levels the verdict judged (source="named", "observed" '
+            'from the running-request gauge, "fallback" or "stored"); the value is the level.',
+            [(judged + source + [('concurrency', str(level))], level) for level in choice.get('levels') or [] if _figure(level)])
+    _family(out, 'llmops_specdec_switch_observed_running', 'Running requests the engine ran while busy before the '
+            'baseline was measured (quantile="0.5" or "0.9"), the batch sizes the levels came from.',
+            [(suite + [('quantile', q)], choice[key]) for q, key in (('0.5', 'median'), ('0.9', 'p90')) if _figure(choice.get(key))])
+    decided = record.get('decided_by') if isinstance(record.get('decided_by'), dict) else {}
+    if _figure(decided.get('level')):
+        _family(out, 'llmops_specdec_switch_decided_level', 'The concurrency level that decided the verdict (a rollback: '
+                'the highest failing level).', [(judged + [('figure', str(decided.get('figure') or ''))], decided['level'])])
+    prompts = record.get('prompts') if isinstance(record.get('prompts'), dict) else {}
+    if prompts:
+        _family(out, 'llmops_specdec_switch_synthetic_prompts', '1 when the verdict ran on a shipped (synthetic) suite, 0 '
+                'on the operator\'s prompts file or request log (source).',
+                [(suite + [('source', str(prompts.get('source') or ''))], 1 if prompts.get('synthetic') else 0)])

@@ -119,6 +119,7 @@ def markdown(records, generated_at):
     if switches:
         out += ["", "## Why", ""]
         out += ["- %s" % _md(verdict_line(rec)) for rec in switches]
+    out += judged_on_section(switches)
     out += lossless_section(switches)
     out += load_section(switches)
     if nightly:
@@ -130,6 +131,60 @@ def markdown(records, generated_at):
     if thresholds:
         out += ["", "Thresholds: " + ", ".join("%s=%s" % kv for kv in sorted(thresholds.items()))]
     return "\n".join(out) + "\n"
+
+
+def _levels_words(choice):
+    levels = ",".join(str(x) for x in choice.get("levels") or [])
+    src = choice.get("source")
+    if src == "observed":
+        return "levels %s from production's batch: %s in %s s (%s of %s reads busy)" % (
+            levels, _md(choice.get("why", "")), _md(str(choice.get("seconds", "-"))), choice.get("busy", "-"),
+            choice.get("samples", "-"))
+    if src == "fallback":
+        return "levels %s by default - %s" % (levels, _md(choice.get("why", "")))
+    return "levels %s %s" % (levels, "named by the operator" if src == "named" else "of the stored baseline")
+
+
+def judged_on_section(records):
+    """The "Levels and prompts" lines (issue 32): per switch record, the levels judged and where they came from, the
+    speed-up at each level, the check that decided with its figures, and the prompts (a warning on synthetic ones)."""
+    rows = [rec for rec in records if isinstance(rec.get("levels"), dict) or isinstance(rec.get("prompts"), dict)]
+    if not rows:
+        return []
+    out = ["", "## Levels and prompts (what the verdict was judged on)", ""]
+    for rec in rows:
+        head = "- %s %s: " % (_md(rec.get("host", "-")), _md(rec.get("label", "candidate")))
+        parts = []
+        choice = rec.get("levels")
+        if isinstance(choice, dict):
+            parts.append(_levels_words(choice))
+        speed = [c for c in rec.get("checks") or [] if isinstance(c, dict) and c.get("figure") == "output_tok_s"]
+        if speed:
+            parts.append("speed-up " + ", ".join("c=%s x%s%s %s" % (
+                c.get("level"), _fmt(_number(c.get("ratio")), "%.2f"),
+                " [%s, %s]" % tuple(_fmt(_number(v), "%.2f") for v in c["ci"]) if isinstance(c.get("ci"), list) and len(c["ci"]) == 2 else "",
+                c.get("status", "")) for c in speed))
+        decided = rec.get("decided_by") if isinstance(rec.get("decided_by"), dict) else None
+        if decided:
+            check = next((c for c in rec.get("checks") or [] if isinstance(c, dict) and c.get("level") == decided["level"]
+                          and c.get("figure") == decided.get("figure")), None)
+            parts.append("decided at c=%s by %s%s" % (decided["level"], _md(str(decided.get("figure"))),
+                                                    ": " + _md(check["why"]) if check and check.get("why") else ""))
+        prompts = rec.get("prompts")
+        if isinstance(prompts, dict):
+            if prompts.get("synthetic"):
+                parts.append("**WARNING: synthetic prompts** (the shipped suite %s, %s prompts): random or canned prompts "
+                             "understate or overstate speculation; set spec_switch_prompts_file to judge on your own traffic"
+                             % (_md(str(prompts.get("name"))), prompts.get("prompts", "-")))
+            else:
+                parts.append("on the operator's %s %s: %s prompts%s%s, sha256 %s" % (
+                    "request log" if prompts.get("source") == "request_log" else "prompts file", _md(str(prompts.get("name"))),
+                    prompts.get("prompts", "-"),
+                    ", %s request(s) without a text prompt skipped" % prompts["skipped"] if prompts.get("skipped") else "",
+                    ", %s beyond the first %s left out" % (prompts["truncated"], prompts.get("prompts")) if prompts.get("truncated") else "",
+                    _md(str(prompts.get("sha256") or "-"))))
+        out.append(head + "; ".join(parts))
+    return out
 
 
 def lossless_section(records):

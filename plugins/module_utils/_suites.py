@@ -15,6 +15,7 @@ differ in what the answer can copy:
 """
 from __future__ import annotations
 
+import hashlib
 import json
 
 _REPORT = (
@@ -260,3 +261,132 @@ def parse_prompts_file(text):
             out.append((str(obj.get('category') or 'file'), prompt))
         return out
     return [('file', ln.strip().replace('\\n', '\n')) for ln in lines]
+
+
+# --------------------------------------------------------------------------- the operator's own prompts (issue 32, item 5)
+#
+# Random or canned prompts understate speculation (vLLM issue 52536): what a draft can guess, and what n-gram
+# lookup can copy, depend on the traffic. So a switch runs on the operator's prompts when the inventory names
+# them: a prompts file (what parse_prompts_file reads) or a recorded request log (OpenAI completions or chat
+# request bodies, one JSON per line; also the Batch API's {"url", "body"} lines). Request logs may hold user
+# data: only the prompt texts are kept (the benchmark's own max_tokens, sampling and ignore_eos stand for
+# comparability), and what is reported of them is counts and a digest, never a text; errors name line numbers.
+
+OPERATOR_FORMATS = ('auto', 'prompts', 'requests')
+MAX_OPERATOR_BYTES = 64 * 1024 * 1024
+MAX_OPERATOR_PROMPTS = 1000
+# Keys of an OpenAI request body besides the prompt: a JSON line with one of them is a request, not a prompt entry.
+_REQUEST_KEYS = ('model', 'max_tokens', 'max_completion_tokens', 'temperature', 'top_p', 'stream', 'n', 'stop',
+                 'seed', 'logprobs', 'user', 'presence_penalty', 'frequency_penalty')
+
+
+def _content_text(content):
+    """The text of a chat message's content: a string, or the text parts of a list of parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return '\n'.join(p.get('text') for p in content
+                         if isinstance(p, dict) and p.get('type') in ('text', 'input_text') and isinstance(p.get('text'), str))
+    return ''
+
+
+def _request_prompts(body):
+    """[(category, text)] of one request body: a chat's messages flattened (``ROLE: text`` lines), a completion's
+    prompt (each string of a list of them); token-id prompts and bodies without text give none."""
+    if isinstance(body.get('body'), dict) and 'url' in body:  # a Batch API line
+        body = body['body']
+    if isinstance(body.get('messages'), list):
+        lines = []
+        for msg in body['messages']:
+            if isinstance(msg, dict):
+                text = _content_text(msg.get('content'))
+                if text:
+                    lines.append('%s: %s' % (msg.get('role') or 'user', text))
+        return [('chat', '\n'.join(lines))] if lines else []
+    prompt = body.get('prompt')
+    if isinstance(prompt, str):
+        return [('completions', prompt)] if prompt else []
+    if isinstance(prompt, list) and all(isinstance(p, str) for p in prompt):
+        return [('completions', p) for p in prompt if p]
+    return []
+
+
+def parse_request_log(text):
+    """(prompts, skipped): the prompts of a recorded request log, and how many requests had no text prompt."""
+    out, skipped = [], 0
+    for n, ln in enumerate(text.splitlines(), 1):
+        if not ln.strip() or ln.lstrip().startswith('#'):
+            continue
+        try:
+            obj = json.loads(ln)
+        except ValueError as exc:
+            raise ValueError('request log line %d: invalid JSON: %s' % (n, exc))
+        if not isinstance(obj, dict):
+            raise ValueError('request log line %d: not a JSON object (an OpenAI request body)' % n)
+        got = _request_prompts(obj)
+        if not got:
+            skipped += 1
+        out.extend(got)
+    return out, skipped
+
+
+def _looks_like_requests(text):
+    for ln in text.splitlines():
+        if not ln.strip() or ln.lstrip().startswith('#'):
+            continue
+        if not ln.lstrip().startswith('{'):
+            return False
+        try:
+            obj = json.loads(ln)
+        except ValueError:
+            return False
+        return isinstance(obj, dict) and ('messages' in obj or 'body' in obj or any(k in obj for k in _REQUEST_KEYS))
+    return False
+
+
+def operator_prompts(data, name, fmt='auto'):
+    """(prompts, source) of an operator's prompts file or request log (``data``: its bytes; ``name``: its file name).
+
+    ``fmt``: ``prompts`` (parse_prompts_file), ``requests`` (parse_request_log) or ``auto`` (a request log when its
+    first line is a JSON object with ``messages``, ``body`` or a request key such as ``model``). At most
+    MAX_OPERATOR_PROMPTS prompts are kept, the first ones. ``source``: ``{"source": "prompts_file"|"request_log",
+    "name", "sha256", "bytes", "prompts", "skipped", "truncated", "categories", "synthetic": False, "suite"}``
+    (``suite``: the name baselines are stored under, ``ops-`` and the digest's first 12 characters). Raises
+    ValueError (line numbers, never a prompt's text).
+    """
+    if fmt not in OPERATOR_FORMATS:
+        raise ValueError('format must be one of %s, got %r' % (', '.join(OPERATOR_FORMATS), fmt))
+    if len(data) > MAX_OPERATOR_BYTES:
+        raise ValueError('%d bytes, more than the %d a prompts source may have' % (len(data), MAX_OPERATOR_BYTES))
+    try:
+        text = data.decode('utf-8')
+    except UnicodeDecodeError as exc:
+        raise ValueError('not UTF-8 text (byte %d)' % exc.start)
+    requests = fmt == 'requests' or (fmt == 'auto' and _looks_like_requests(text))
+    skipped = 0
+    if requests:
+        prompts, skipped = parse_request_log(text)
+    else:
+        prompts = parse_prompts_file(text)
+    if not prompts:
+        raise ValueError('holds no prompt%s' % (' (%d request(s) without a text prompt)' % skipped if skipped else ''))
+    truncated = max(0, len(prompts) - MAX_OPERATOR_PROMPTS)
+    prompts = prompts[:MAX_OPERATOR_PROMPTS]
+    categories = {}
+    for cat, _p in prompts:
+        categories[cat] = categories.get(cat, 0) + 1
+    digest = hashlib.sha256(data).hexdigest()
+    return prompts, {'source': 'request_log' if requests else 'prompts_file', 'name': name, 'sha256': digest,
+                     'bytes': len(data), 'prompts': len(prompts), 'skipped': skipped, 'truncated': truncated,
+                     'categories': categories, 'synthetic': False, 'suite': 'ops-' + digest[:12]}
+
+
+def prompts_jsonl(prompts):
+    """The prompts as the JSON lines parse_prompts_file reads back (what the host's benchmark is given)."""
+    return ''.join(json.dumps({'prompt': p, 'category': c}, sort_keys=True) + '\n' for c, p in prompts)
+
+
+def shipped_source(suite):
+    """The source record of a suite shipped with the collection: synthetic prompts, not the operator's traffic."""
+    return {'source': 'suite', 'name': suite, 'sha256': None, 'prompts': len(suite_prompts(suite)),
+            'synthetic': True, 'suite': suite}

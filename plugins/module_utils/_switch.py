@@ -10,6 +10,7 @@ them reach the host, so all of them pass here.
 """
 from __future__ import annotations
 
+import os
 import re
 
 from ansible_collections.llmops.specdec.plugins.module_utils import _gate, _suites
@@ -30,14 +31,15 @@ def settings(values):
     def concurrency(field, item):
         return g.integer(field, item, 1, 4096)
 
+    # No levels named: the baseline's benchmark takes them from the engine's running-request gauge (_levels).
     levels = g.word_list("spec_switch_bench_concurrency", v.get("bench_concurrency") or [], concurrency, max_items=32)
-    if not levels:
-        raise g.GateError("spec_switch_bench_concurrency must list at least one concurrency level")
     textfile = v.get("textfile_dir") or ""
     out = {
         "suite": _choice("spec_switch_suite", v.get("suite"), _suites.CATEGORIES),
         "bench_api": _choice("spec_switch_bench_api", v.get("bench_api"), ("completions", "chat")),
         "bench_concurrency": sorted(set(levels)),
+        "levels_observe": g.number("spec_switch_levels_observe", v.get("levels_observe", 10), 0.0, 3600.0),
+        "levels_max": g.integer("spec_switch_levels_max", v.get("levels_max", 64), 1, 4096),
         "bench_requests": g.integer("spec_switch_bench_requests", v.get("bench_requests"), 1, 100000),
         "bench_warmup": g.integer("spec_switch_bench_warmup", v.get("bench_warmup"), 0, 10000),
         "bench_max_tokens": g.integer("spec_switch_bench_max_tokens", v.get("bench_max_tokens"), 1, 1 << 20),
@@ -112,3 +114,24 @@ def _park_settings(v):
         "park_gpu_headroom_mib": g.integer("spec_switch_park_gpu_headroom_mib", v.get("park_gpu_headroom_mib", 1024),
                                            0, 1 << 20),
     }
+
+
+def prompts_source(path, fmt='auto', suite='reasoning'):
+    """(prompts, source): the operator's prompts file or request log at ``path`` on the controller (issue 32, item 5),
+    read and checked before the host is touched; an empty ``path`` is the shipped ``suite`` (synthetic prompts, no
+    prompts to send: the host's benchmark has the suite). A refusal is a GateError naming spec_switch_prompts_file
+    and the line, never a prompt's text (a request log may hold user data)."""
+    if path in (None, ""):
+        return [], _suites.shipped_source(_choice("spec_switch_suite", suite, _suites.CATEGORIES))
+    field = "spec_switch_prompts_file %s" % _gate.path("spec_switch_prompts_file", path)
+    _choice("spec_switch_prompts_format", fmt, _suites.OPERATOR_FORMATS)
+    try:
+        with open(path, "rb") as f:
+            data = f.read(_suites.MAX_OPERATOR_BYTES + 1)
+    except OSError as exc:
+        raise _gate.GateError("%s cannot be read on the controller: %s" % (field, exc.strerror or exc))
+    try:
+        prompts, source = _suites.operator_prompts(data, os.path.basename(path), fmt)
+    except ValueError as exc:
+        raise _gate.GateError("%s: %s" % (field, exc))
+    return prompts, source

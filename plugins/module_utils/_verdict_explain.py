@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import math
 
+from ansible_collections.llmops.specdec.plugins.module_utils import _levels
+
 
 # --------------------------------------------------------------------------- the figures' names
 
@@ -89,4 +91,5 @@ def verdict_line(rec):
     check = rec.get("drift")
     if isinstance(check, dict) and check.get("unstable"):
         line += "; host unstable: %s" % check.get("reason", "")
-    return line
+    # Issue 32: the levels judged and the one that decided, the prompts (a warning on synthetic ones).
+    return line + _levels.line_notes(rec)

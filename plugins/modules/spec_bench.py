@@ -83,6 +83,11 @@ options:
   concurrency:
     description:
       - Concurrency levels to run, one after the other; each level is a closed loop of that many workers.
+      - An empty list takes the levels from the engine's running-request gauge (vLLM C(vllm:num_requests_running),
+        SGLang C(sglang:num_running_reqs)), read every O(observe_interval) seconds for O(observe_seconds) before
+        the first request is sent, while the server serves its own traffic; the median and 90th percentile of the
+        samples taken while it was busy, rounded up to a power of two, with 1, at most O(max_concurrency). Without
+        enough busy samples (no gauge, an idle server) the levels are 1 and 8. RV(bench.level_choice) says which.
     type: list
     elements: int
     default: [1]
@@ -158,6 +163,22 @@ options:
         not greedy), and RV(bench.outputs.skipped) says so.
     type: int
     default: 8
+  observe_seconds:
+    description:
+      - With an empty O(concurrency), seconds the running-request gauge is read before the first request.
+      - C(0) reads nothing and runs levels 1 and 8.
+    type: float
+    default: 10
+  observe_interval:
+    description:
+      - Seconds between two reads of the running-request gauge.
+    type: float
+    default: 0.5
+  max_concurrency:
+    description:
+      - With an empty O(concurrency), the highest level the gauge may give.
+    type: int
+    default: 64
   use_proxy:
     description:
       - Whether to honour C(http_proxy) and friends. Off by default because a proxy would be measured too.
@@ -346,6 +367,16 @@ bench:
           errors of their levels, and an acceptance not read then says so in its C(error).
       type: bool
       sample: false
+    level_choice:
+      description:
+        - Which levels ran and why. C(source) is C(named) (O(concurrency) as given), C(observed) (from the
+          running-request gauge) or C(fallback) (1 and 8, C(why) says why the gauge did not give levels).
+        - With C(observed) or C(fallback) also C(gauge), C(samples) (reads), C(busy) (reads of at least one running
+          request), C(median), C(p90), C(max) (of the busy reads), C(seconds) and C(max_level).
+      type: dict
+      sample: {source: observed, levels: [1, 16, 32], gauge: "vllm:num_requests_running", samples: 21, busy: 21,
+               median: 12.0, p90: 18.0, max: 20.0, seconds: 10, max_level: 64,
+               why: "vllm:num_requests_running while busy: median 12, p90 18 running request(s) over 21 sample(s), rounded up to the ladder"}
     levels:
       description: One entry per concurrency level, in the order run.
       type: list
@@ -709,8 +740,10 @@ def main():
         module.fail_json(msg='max_tokens must be at least 1, got %d' % p['max_tokens'])
     if p['requests'] < 1 or p['warmup'] < 0 or p['min_waves'] < 0:
         module.fail_json(msg='requests must be at least 1, warmup and min_waves at least 0')
-    if not p['concurrency'] or any(c < 1 for c in p['concurrency']):
+    if any(c < 1 for c in p['concurrency'] or []):
         module.fail_json(msg='concurrency must list levels of at least 1, got %s' % p['concurrency'])
+    if p['observe_seconds'] < 0 or p['observe_interval'] <= 0 or p['max_concurrency'] < 1:
+        module.fail_json(msg='observe_seconds must be at least 0, observe_interval positive and max_concurrency at least 1')
     for name in ('timeout', 'request_timeout', 'run_timeout'):
         if p[name] <= 0:
             module.fail_json(msg='%s must be positive, got %s' % (name, p[name]))

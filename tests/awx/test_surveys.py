@@ -17,7 +17,7 @@ SWITCH = "playbooks/switch_spec.yml"
 THRESHOLDS = sorted(_verdict.DEFAULT_THRESHOLDS)
 # What an operator must be able to set from each template's survey (the playbook's inputs).
 MUST_ASK = {
-    "playbooks/switch_spec.yml": ["specdec_hosts", "engine", "method", "spec_switch_suite"]
+    "playbooks/switch_spec.yml": ["specdec_hosts", "engine", "method", "spec_switch_suite", "spec_switch_prompts_file"]
     + sorted(_spec.PARAMS) + THRESHOLDS,
     "playbooks/baseline.yml": ["specdec_hosts", "spec_switch_suite"],
     "playbooks/sweep.yml": ["specdec_hosts", "spec_switch_suite"],

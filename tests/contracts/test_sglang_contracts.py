@@ -280,3 +280,14 @@ def test_process_titles_and_tree_are_sglangs(mock_host, tp):
         assert sorted(MOCK.argv0(p) for p in MOCK.children(engine.proc.pid)) == want
     finally:
         engine.kill_group()
+
+
+def test_the_running_request_gauge_the_levels_are_read_from_is_sglangs(mock_sglang):
+    """Issue 32, item 4: the adapter's RUNNING_GAUGE is a gauge SGLang's collector defines, on the scheduler's labels
+    it filters on, and the collection reads it from the mock (idle: 0 running)."""
+    gauge = _engine_sglang.RUNNING_GAUGE
+    assert _real_metric_families()[gauge["name"]] == "gauge"
+    assert any(set(gauge["only"]) <= set(keys) for keys in _label_sets())
+    code, raw = _request(mock_sglang, "GET", "/metrics", key=None)
+    assert code == 200
+    assert _prom.gauge_sum(_prom.parse_text_small(raw.decode()), gauge["name"], gauge["only"]) == 0.0

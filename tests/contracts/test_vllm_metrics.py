@@ -26,7 +26,7 @@ from vllm.engine.arg_utils import EngineArgs  # noqa: E402
 from vllm.v1.metrics.loggers import PrometheusStatLogger  # noqa: E402
 from vllm.v1.spec_decode.metrics import SpecDecodingProm, SpecDecodingStats  # noqa: E402
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _engine_vllm, _prom  # noqa: E402
+from ansible_collections.llmops.specdec.plugins.module_utils import _bench, _engine_vllm, _http, _prom  # noqa: E402
 
 from conftest import MOCK  # noqa: E402
 
@@ -192,3 +192,14 @@ def test_the_collection_reads_the_mock_like_the_engine(mock_vllm):
     assert body["usage"]["completion_tokens"] == 1 + acc["drafts"] + acc["accepted_tokens"]
     assert acc["draft_tokens"] == K * acc["drafts"] and not acc["counter_reset"]
     assert len(acc["per_position"]) == K
+
+
+def test_the_running_request_gauge_the_levels_are_read_from_is_vllms(mock_vllm, real_families):
+    """Issue 32, item 4: the adapter's RUNNING_GAUGE is a gauge vLLM exports, with the labels it filters on, and the
+    collection reads it from the mock as from the engine (idle: 0 running)."""
+    gauge = _engine_vllm.RUNNING_GAUGE
+    rtype, _doc, rsamples, _values = real_families[gauge["name"]]
+    assert rtype == "gauge"
+    assert all(set(gauge["only"]) <= set(labels) for labels in rsamples[gauge["name"]])
+    value, err = _bench.running_now(_http.DirectTransport(5.0), "http://127.0.0.1:%d" % mock_vllm.port, _engine_vllm)
+    assert (value, err) == (0.0, None)

@@ -395,7 +395,8 @@ class _Handler(BaseHTTPRequestHandler):
         limit = max_tokens if ignore_eos else min(max_tokens, eos_at)
         finish = "stop" if (not ignore_eos and eos_at <= max_tokens) else "length"
         req = _Request(self, st, chat, body, stream, opts, prompt_tokens)
-        gen = _Generation(st, Decoder(st.params, st.spec, text, rng), rng, prompt_tokens, limit, finish,
+        gen = _Generation(st, Decoder(st.params, st.spec, text, rng, collapse_above=st.faults.get("collapse_above")),
+                          rng, prompt_tokens, limit, finish,
                           _Text(text, body.get("seed"), st.faults))
         gen.run(req)
 

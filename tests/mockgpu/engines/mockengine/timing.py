@@ -184,9 +184,12 @@ class StepDraft:
 class Decoder:
     """Per-request step generator; deterministic given the prompt."""
 
-    def __init__(self, params, spec, prompt_text, rng, index=None):
+    def __init__(self, params, spec, prompt_text, rng, index=None, collapse_above=None):
         self.p = params
         self.shape = spec
+        # Fault ``collapse_above`` N: with more than N requests in decode every draft is rejected, while drafting and
+        # verifying still cost what they cost (a speculation that collapses past a batch size, vLLM issue 49548).
+        self.collapse_above = None if collapse_above is None else int(collapse_above)
         self.spec = StepDraft(spec) if spec else None
         self.rng = rng
         self.r = repetitiveness(prompt_text)
@@ -240,8 +243,9 @@ class Decoder:
         k = self.k_for_batch(running)
         ms = self.step_ms(running, k)
         accepted = 0
+        collapsed = self.collapse_above is not None and running > self.collapse_above
         if self.shape:
-            for prob in self.accept[:k]:  # stop at the first rejected position
+            for prob in ([] if collapsed else self.accept[:k]):  # stop at the first rejected position
                 if self.rng.random() >= prob:
                     break
                 accepted += 1

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 
 import pytest
@@ -146,3 +147,28 @@ def test_fault_profile_and_load_seconds_override_per_method(tmp_path, engines):
     prom = e.metrics()
     assert metric(prom, "vllm:spec_decode_num_drafts_total") == 29
     assert metric(prom, "vllm:spec_decode_num_accepted_tokens_total") == 0
+
+
+def test_collapse_above_makes_a_batch_past_it_decode_one_token_per_step(host, engines):
+    """Fault collapse_above (issue 32, item 4): alone, the repetitive prompt is speculated (several tokens a chunk);
+    with three requests in decode and collapse_above 1, every step of the batch is one token, every draft rejected."""
+    host.set_faults({"ngram": {"collapse_above": 1}})
+    e = engines.vllm(host, *NGRAM)
+    e.wait_ready(timeout=10)
+    body = {"prompt": REPETITIVE, "max_tokens": 30, "ignore_eos": True}
+    events, complete = e.stream("/v1/completions", body)
+    assert complete and max(chunk_tokens(events)) > 1
+    before = metric(e.metrics(), "vllm:spec_decode_num_accepted_tokens_total")
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(e.stream("/v1/completions", dict(body, max_tokens=60))))
+               for _i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(results) == 3 and all(complete for _ev, complete in results)
+    # the steps taken while all three decoded together accepted nothing: at most the few steps of a request
+    # that ran alone at the start or the end (the streams do not start at the same instant) accepted any
+    accepted = metric(e.metrics(), "vllm:spec_decode_num_accepted_tokens_total") - before
+    ones = sum(chunk_tokens(ev).count(1) for ev, _c in results)
+    assert ones >= 3 * 40 and accepted <= 3 * 60 - ones

@@ -61,3 +61,18 @@ def test_fault_profile_overrides_win():
     assert steps[0][0] == pytest.approx((20 + 1.0 + 2.4 * 5) / 1000)
     sg = timing.resolve(PROFILE, "sglang", "ngram")
     assert sg["verify_ms_per_token"] == 1.0 and timing.resolve(PROFILE, "vllm", "ngram")["verify_ms_per_token"] == 2.4
+
+
+def test_collapse_above_rejects_every_draft_past_the_batch_size_and_still_pays_for_them():
+    """Fault collapse_above (issue 32, item 4): a speculation that collapses past a batch size (vLLM issue 49548)."""
+    params = timing.resolve(PROFILE, "vllm", "ngram")
+    spec = timing.SpecShape("ngram", 5)
+    plain = timing.Decoder(params, spec, REPETITIVE, textmodel.request_rng(REPETITIVE))
+    faulty = timing.Decoder(params, spec, REPETITIVE, textmodel.request_rng(REPETITIVE), collapse_above=8)
+    # at and below the batch size the fault changes nothing: the same draws, the same acceptance
+    assert [faulty.step(n) for n in (1, 8, 8, 4)] == [plain.step(n) for n in (1, 8, 8, 4)]
+    above = [faulty.step(9) for _i in range(20)] + [faulty.step(32) for _i in range(20)]
+    assert {accepted for _s, accepted in above} == {0}
+    # the drafting and verification cost stays: a step costs what a speculative one costs, for one token
+    assert above[0][0] == pytest.approx(plain.step_ms(9) / 1000.0)
+    assert sum(a for _s, a in (plain.step(9) for _i in range(20))) > 0

@@ -34,8 +34,8 @@ def render(env, text, **kw):
 
 def test_filter_names():
     assert sorted(FilterModule().filters()) == [
-        "engine_facts", "server_secret_env", "server_unit", "spec_args", "spec_describe", "spec_normalize", "spec_warnings", "switch_settings",
-        "systemd_env",
+        "engine_facts", "server_secret_env", "server_unit", "spec_args", "spec_describe", "spec_normalize", "spec_warnings", "switch_prompts",
+        "switch_prompts_text", "switch_settings", "systemd_env",
         "systemd_exec"]
 
 
@@ -137,3 +137,15 @@ def test_playbook_fails_before_acting_on_a_bad_spec(tmp_path):
     assert proc.returncode != 0
     assert "sglang does not support speculative method 'suffix'" in proc.stdout + proc.stderr
     assert not out.exists()
+
+
+def test_the_prompts_filters_describe_the_operators_file_and_give_only_its_prompts(env, tmp_path):
+    """Issue 32, item 5: what the role's key.yml and lock.yml call, through Jinja."""
+    path = tmp_path / "requests.jsonl"
+    path.write_text('{"model": "m", "user": "u-1", "messages": [{"role": "user", "content": "hello"}]}\n')
+    out = render(env, "{{ (p | switch_prompts('auto', 'reasoning')).source }} {{ (p | switch_prompts).prompts }}", p=str(path))
+    assert out == "request_log 1"
+    assert render(env, "{{ p | switch_prompts_text }}", p=str(path)) == '{"category": "chat", "prompt": "user: hello"}\n'
+    assert render(env, "{{ (p | switch_prompts('auto', 'coding')).synthetic }}", p="") == "True"
+    with pytest.raises(AnsibleFilterError, match="spec_switch_prompts_file .* cannot be read on the controller"):
+        render(env, "{{ p | switch_prompts }}", p=str(tmp_path / "missing"))

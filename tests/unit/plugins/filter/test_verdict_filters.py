@@ -116,3 +116,11 @@ def test_verdict_baseline_says_what_a_switch_does_and_words_the_refusal(env):
         " or set spec_switch_missing_baseline=measure. Nothing was changed.")
     with pytest.raises(AnsibleFilterError, match="verdict_baseline: missing_baseline must be one of measure, fail"):
         render(env, template, s=None, k=settings, m="Fail")
+
+
+def test_verdict_decided_by_names_the_highest_failing_level():
+    from ansible_collections.llmops.specdec.plugins.filter.levels import FilterModule as LevelFilters
+    decided = LevelFilters().filters()["verdict_decided_by"]
+    verdict = {"verdict": "rollback", "checks": [{"level": 1, "figure": "output_tok_s", "status": "pass", "ratio": 1.2},
+                                                 {"level": 16, "figure": "output_tok_s", "status": "fail", "ratio": 0.7}]}
+    assert decided(verdict) == {"level": 16, "figure": "output_tok_s", "status": "fail"}

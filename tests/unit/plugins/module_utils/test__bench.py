@@ -293,3 +293,60 @@ def test_level_requests_are_at_least_min_waves_waves_of_the_level():
     assert _bench.level_requests({"requests": 24, "min_waves": 3}, 32) == 96
     assert _bench.level_requests({"requests": 24, "min_waves": 3}, 8) == 24
     assert _bench.level_requests({"requests": 4, "min_waves": 3}, 1) == 4
+
+
+# ---------------------------------------------------------------- levels from the running-request gauge (issue 32)
+
+RUNNING = ('# TYPE vllm:num_requests_running gauge\n'
+           'vllm:num_requests_running{{engine="0",model_name="m"}} {a}\nvllm:num_requests_running{{engine="1",model_name="m"}} {b}\n'
+           'vllm:spec_decode_num_drafts_total{{engine="0",model_name="m"}} 0\n')
+
+
+def test_without_named_levels_the_run_takes_them_from_the_gauge_before_its_first_request():
+    # two data-parallel engines: the server's batch is their sum (6+6, 7+7, 9+9, ...), read before any POST
+    running = iter([(3, 3), (6, 6), (7, 7), (9, 9), (6, 6), (0, 0)] + [(0, 0)] * 50)
+    posts_when_read = []
+
+    with SSEServer([simple_plan(3, continuous=True)] * 64, {}) as srv:
+        def metrics():
+            posts_when_read.append(len(srv.posts))
+            a, b = next(running)
+            return 200, RUNNING.format(a=a, b=b)
+        srv.gets['/metrics'] = metrics
+        bench = _bench.run_benchmark(cfg(srv.url, concurrency=[], metrics='vllm', observe_seconds=0.25,
+                                         observe_interval=0.05, requests=2))
+    choice = bench['level_choice']
+    assert choice['source'] == 'observed' and choice['gauge'] == 'vllm:num_requests_running'
+    # busy reads 6, 12, 14, 18, 12: median 12 -> 16, p90 16.4 -> 32
+    assert choice['median'] == 12.0 and choice['levels'] == [1, 16, 32]
+    assert [lv['concurrency'] for lv in bench['levels']] == [1, 16, 32]
+    assert posts_when_read[:choice['samples']] == [0] * choice['samples']
+
+
+def test_an_engine_without_the_gauge_runs_the_default_levels_and_says_why():
+    with SSEServer([simple_plan(3, continuous=True)] * 16, {'/metrics': (200, 'other_metric 1\n')}) as srv:
+        bench = _bench.run_benchmark(cfg(srv.url, concurrency=[], metrics='vllm', observe_seconds=0.1,
+                                         observe_interval=0.05, requests=2))
+    choice = bench['level_choice']
+    assert choice['source'] == 'fallback' and [lv['concurrency'] for lv in bench['levels']] == [1, 8]
+    assert choice['why'].startswith('vllm:num_requests_running could not be read: /metrics has no vllm:num_requests_running')
+
+
+def test_named_levels_run_as_named_without_reading_the_gauge():
+    with SSEServer([simple_plan(3, continuous=True)] * 16, {}) as srv:
+        bench = _bench.run_benchmark(cfg(srv.url, concurrency=[4, 1], metrics='vllm', requests=1))
+        gets = list(srv.get_paths)
+    assert bench['level_choice'] == {'source': 'named', 'levels': [4, 1],
+                                     'why': 'the levels the operator named (spec_switch_bench_concurrency)'}
+    assert [lv['concurrency'] for lv in bench['levels']] == [4, 1]
+    # only the acceptance's read before each level (a 404 here, so none after it): no observation
+    assert gets == ['/metrics', '/metrics']
+
+
+def test_sglang_running_requests_are_the_first_rank_of_each_scheduler():
+    text = ('sglang:num_running_reqs{model_name="m",engine_type="unified",tp_rank="0",pp_rank="0",dp_rank="0"} 5\n'
+            'sglang:num_running_reqs{model_name="m",engine_type="unified",tp_rank="1",pp_rank="0",dp_rank="0"} 5\n'
+            'sglang:num_running_reqs{model_name="m",engine_type="unified",tp_rank="0",pp_rank="0",dp_rank="1"} 4\n')
+    with SSEServer([], {'/metrics': (200, text)}) as srv:
+        value, err = _bench.running_now(transport(), srv.url, _bench._engine.get('sglang'))
+    assert (value, err) == (9.0, None)

@@ -135,3 +135,23 @@ def test_textfile_has_the_candidates_load_per_phase():
     assert got == {"weights": 172.0, "graph_capture": 21.0, "kv_profile": 11.1, "other": 45.9, "total": 250.0}
     assert all(dict(labels).items() >= ngram.items() for (name, labels) in parsed if name == "llmops_specdec_switch_load_seconds")
     assert not any(name == "llmops_specdec_switch_load_seconds" for name, _labels in series(_prom.switch_textfile(record(), 0)))
+
+
+def test_textfile_says_which_levels_were_judged_which_decided_and_whether_the_prompts_were_synthetic():
+    """Issue 32, items 4 and 5: the Prometheus side of the verdict line."""
+    levels = {"source": "observed", "levels": [1, 16, 32], "median": 12.0, "p90": 19.1}
+    rec = record(levels=levels, decided_by={"level": 32, "figure": "output_tok_s", "status": "fail"},
+                 prompts={"source": "suite", "name": "reasoning", "synthetic": True})
+    parsed = series(_prom.switch_textfile(rec, 0))
+    ngram = {"method": "ngram", "suite": "reasoning"}
+    got = {dict(labels)["concurrency"]: (dict(labels)["source"], value) for (name, labels), value in parsed.items()
+           if name == "llmops_specdec_switch_level"}
+    assert got == {"1": ("observed", 1), "16": ("observed", 16), "32": ("observed", 32)}
+    assert parsed[("llmops_specdec_switch_observed_running", frozenset({"suite": "reasoning", "quantile": "0.9"}.items()))] == 19.1
+    assert parsed[("llmops_specdec_switch_decided_level", frozenset(dict(ngram, figure="output_tok_s").items()))] == 32
+    assert parsed[("llmops_specdec_switch_synthetic_prompts", frozenset({"suite": "reasoning", "source": "suite"}.items()))] == 1
+    ops = series(_prom.switch_textfile(record(prompts={"source": "request_log", "synthetic": False, "sha256": "ab" * 32}), 0))
+    assert ops[("llmops_specdec_switch_synthetic_prompts", frozenset({"suite": "reasoning", "source": "request_log"}.items()))] == 0
+    # a record from before issue 32 has none of them
+    assert not any(name.startswith(("llmops_specdec_switch_level", "llmops_specdec_switch_decided", "llmops_specdec_switch_synth"))
+                   for name, _labels in series(_prom.switch_textfile(record(), 0)))

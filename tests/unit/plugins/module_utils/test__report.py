@@ -285,3 +285,31 @@ def test_markdown_says_where_the_candidates_start_went():
     # A cache the engine found and could not load (vLLM 0.32's CPU build, tests/real): said, not called a hit.
     failed = dict(REC, load={"compile": 17.2, "total": 30.2, "compile_cache": "load_failed", "compile_cache_hit": False})
     assert "compile 17.2 s (its cached graphs not loadable: compiled again)" in _report.markdown([failed], "t")
+
+
+def test_markdown_says_what_the_verdict_was_judged_on_and_which_check_decided_with_its_figures():
+    """Issue 32, items 4 and 5: the levels and where they came from, the speed-up per level, the deciding check
+    with its figures, and the prompts (a warning on synthetic ones, counts and a digest for the operator's)."""
+    why = "output 41.2 vs 81.0 tok/s = x0.51 [0.47, 0.55], cannot be shown >= x1.02"
+    rec = dict(REC, levels={"source": "observed", "levels": [1, 16], "why": "vllm:num_requests_running while busy: median 12",
+                            "seconds": 10, "busy": 18, "samples": 21},
+               checks=[{"level": 1, "figure": "output_tok_s", "status": "pass", "ratio": 1.17, "ci": [1.12, 1.22], "why": "x1.17"},
+                       {"level": 16, "figure": "output_tok_s", "status": "fail", "ratio": 0.51, "ci": [0.47, 0.55], "why": why}],
+               decided_by={"level": 16, "figure": "output_tok_s", "status": "fail"},
+               prompts={"source": "suite", "name": "reasoning", "prompts": 8, "synthetic": True})
+    md = _report.markdown([rec], "2026-12-04T00:00:00Z")
+    line = next(ln for ln in md.splitlines() if ln.startswith("- gpu1 ngram k=5: levels"))
+    # (Markdown: the underscores of names escaped)
+    assert line.startswith("- gpu1 ngram k=5: levels 1,16 from production's batch: vllm:num\\_requests\\_running while busy: "
+                           "median 12 in 10 s (18 of 21 reads busy); speed-up c=1 x1.17 [1.12, 1.22] pass, "
+                           "c=16 x0.51 [0.47, 0.55] fail; decided at c=16 by output\\_tok\\_s: " + _report._md(why))
+    assert "**WARNING: synthetic prompts** (the shipped suite reasoning, 8 prompts)" in line
+    ops = dict(rec, levels={"source": "named", "levels": [1, 8]},
+               prompts={"source": "request_log", "name": "requests.jsonl", "prompts": 1000, "skipped": 3, "truncated": 20,
+                        "sha256": "ab" * 32, "synthetic": False})
+    line = next(ln for ln in _report.markdown([ops], "x").splitlines() if ln.startswith("- gpu1 ngram k=5: levels"))
+    assert line.startswith("- gpu1 ngram k=5: levels 1,8 named by the operator; ")
+    assert line.endswith("on the operator's request log requests.jsonl: 1000 prompts, 3 request(s) without a text prompt "
+                         "skipped, 20 beyond the first 1000 left out, sha256 " + "ab" * 32)
+    assert "requests.jsonl" in line
+    assert "WARNING" not in line and "Levels and prompts" not in _report.markdown([REC], "x")

@@ -17,11 +17,18 @@ GOOD = {"suite": "reasoning", "bench_api": "completions", "bench_concurrency": [
 def test_good_settings_come_back_typed():
     out = _switch.settings(GOOD)
     assert out["bench_concurrency"] == [1, 8] and out["bench_requests"] == 8 and out["textfile_dir"] == ""
+    assert out["levels_observe"] == 10 and out["levels_max"] == 64
+
+
+def test_no_levels_named_means_levels_from_the_running_gauge():
+    out = _switch.settings(dict(GOOD, bench_concurrency=[], levels_observe="5", levels_max=32))
+    assert out["bench_concurrency"] == [] and out["levels_observe"] == 5.0 and out["levels_max"] == 32
 
 
 @pytest.mark.parametrize("key, value, match", [
     ("suite", "reasoning\n# HELP x", "spec_switch_suite must be one of"),
-    ("bench_concurrency", [], "must list at least one"),
+    ("levels_observe", -1, "spec_switch_levels_observe must be >= 0.0 and <= 3600.0"),
+    ("levels_max", 0, "spec_switch_levels_max must be between 1"),
     ("bench_concurrency", [1, True], "spec_switch_bench_concurrency[1] must be an integer"),
     ("bench_requests", 0, "spec_switch_bench_requests must be between 1"),
     ("bench_timeout", "inf", "spec_switch_bench_timeout must be a number"),
@@ -69,3 +76,91 @@ def test_the_park_unit_is_only_a_name_of_the_collections_pattern(unit):
         _switch.settings(values)
     ok = _switch.settings(dict(values, park_unit="vllm-a-candidate.service"))
     assert ok["park_unit"] == "vllm-a-candidate.service"
+
+
+# ---------------------------------------------------------------- the operator's prompts (issue 32, item 5)
+
+import json  # noqa: E402
+
+from ansible_collections.llmops.specdec.plugins.module_utils import _suites  # noqa: E402
+
+SECRET = "customer 4711 asked about invoice INV-99"
+CHAT = {"model": "qwen3-32b", "max_tokens": 512, "temperature": 0.7, "user": "u-123",
+        "messages": [{"role": "system", "content": "You are terse."},
+                     {"role": "user", "content": [{"type": "text", "text": SECRET}, {"type": "image_url", "image_url": {"url": "x"}}]}]}
+COMPLETION = {"model": "qwen3-32b", "prompt": ["def f(x):", "class A:"], "max_tokens": 64}
+
+
+def _write(tmp_path, lines, name="requests.jsonl"):
+    path = tmp_path / name
+    path.write_text("".join((ln if isinstance(ln, str) else json.dumps(ln)) + "\n" for ln in lines))
+    return str(path)
+
+
+def test_a_request_log_gives_its_prompt_texts_and_only_counts_and_a_digest_are_reported(tmp_path):
+    batch = {"custom_id": "r1", "method": "POST", "url": "/v1/chat/completions",
+             "body": {"model": "m", "messages": [{"role": "user", "content": "hello there"}]}}
+    tokens = {"model": "m", "prompt": [1, 2, 3]}
+    path = _write(tmp_path, [CHAT, COMPLETION, batch, tokens, ""])
+    prompts, source = _switch.prompts_source(path)
+    assert prompts == [("chat", "system: You are terse.\nuser: " + SECRET), ("completions", "def f(x):"),
+                       ("completions", "class A:"), ("chat", "user: hello there")]
+    digest = __import__("hashlib").sha256(open(path, "rb").read()).hexdigest()
+    assert source == {"source": "request_log", "name": "requests.jsonl", "sha256": digest, "bytes": len(open(path, "rb").read()),
+                      "prompts": 4, "skipped": 1, "truncated": 0, "categories": {"chat": 2, "completions": 2},
+                      "synthetic": False, "suite": "ops-" + digest[:12]}
+    assert SECRET not in json.dumps(source)
+    # what travels to the host: the prompts only, read back by the benchmark's own parser; nothing of the
+    # request beyond them (model, user id, sampling)
+    text = _suites.prompts_jsonl(prompts)
+    assert _suites.parse_prompts_file(text) == prompts and "u-123" not in text and "0.7" not in text
+
+
+def test_a_prompts_file_is_read_as_the_benchmark_reads_it(tmp_path):
+    path = _write(tmp_path, ["# ours", "Summarise the incident report", "Refactor load_users\\nkeep the API"], "p.txt")
+    prompts, source = _switch.prompts_source(path, "auto")
+    assert prompts == [("file", "Summarise the incident report"), ("file", "Refactor load_users\nkeep the API")]
+    assert source["source"] == "prompts_file" and source["prompts"] == 2 and source["synthetic"] is False
+    jsonl = _write(tmp_path, [{"prompt": "a", "category": "coding"}], "p.jsonl")
+    assert _switch.prompts_source(jsonl)[1]["source"] == "prompts_file"
+    # the operator may say which: the same JSON lines as requests have no request key, so no prompt
+    with pytest.raises(_gate.GateError, match="holds no prompt [(]1 request[(]s[)] without a text prompt[)]"):
+        _switch.prompts_source(_write(tmp_path, [{"text": "a"}], "r.jsonl"), "requests")
+
+
+def test_no_file_is_the_shipped_suite_and_says_it_is_synthetic():
+    prompts, source = _switch.prompts_source("", "auto", "coding")
+    assert prompts == [] and source["source"] == "suite" and source["synthetic"] is True
+    assert source["suite"] == "coding" and source["prompts"] == len(_suites.suite_prompts("coding"))
+
+
+@pytest.mark.parametrize("lines, fmt, match", [
+    ([CHAT, "{not json"], "auto", "line 2: invalid JSON"),
+    ([CHAT, "[1, 2]"], "requests", "line 2: not a JSON object"),
+    ([{"prompt": ""}], "prompts", r"line 1: no \"prompt\" string"),
+    ([{"model": "m", "prompt": [1, 2]}], "auto", "holds no prompt"),
+    ([CHAT], "yaml", "spec_switch_prompts_format must be one of auto, prompts, requests"),
+])
+def test_a_bad_source_is_refused_naming_the_variable_and_the_line_never_the_text(tmp_path, lines, fmt, match):
+    path = _write(tmp_path, lines)
+    with pytest.raises(_gate.GateError, match=match) as err:
+        _switch.prompts_source(path, fmt)
+    assert SECRET not in str(err.value)
+    if "format" not in match:
+        assert str(err.value).startswith("spec_switch_prompts_file %s: " % path)
+
+
+def test_a_missing_relative_or_oversized_file_is_refused(tmp_path, monkeypatch):
+    with pytest.raises(_gate.GateError, match="cannot be read on the controller: No such file"):
+        _switch.prompts_source(str(tmp_path / "nope.jsonl"))
+    with pytest.raises(_gate.GateError, match="must be an absolute path"):
+        _switch.prompts_source("prompts.txt")
+    monkeypatch.setattr(_suites, "MAX_OPERATOR_BYTES", 10)
+    with pytest.raises(_gate.GateError, match="more than the 10 a prompts source may have"):
+        _switch.prompts_source(_write(tmp_path, ["a prompt longer than ten bytes"]))
+
+
+def test_more_prompts_than_kept_are_cut_and_counted(tmp_path, monkeypatch):
+    monkeypatch.setattr(_suites, "MAX_OPERATOR_PROMPTS", 2)
+    prompts, source = _switch.prompts_source(_write(tmp_path, ["a", "b", "c"], "p.txt"))
+    assert [p for _c, p in prompts] == ["a", "b"] and source["prompts"] == 2 and source["truncated"] == 1
