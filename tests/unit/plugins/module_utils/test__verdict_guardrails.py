@@ -1,0 +1,135 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from ansible_collections.llmops.specdec.plugins.module_utils import _verdict_guardrails as g
+
+LIMITS = {"max_error_rate": 0.01, "max_ttft_tail_regression": 0.5, "max_prefix_cache_drop": 0.5}
+
+
+def test_the_mixture_martingale_matches_a_direct_integral():
+    # B(k+1, n-k+1) (1 - I_p0) / ((1-p0) p0^k (1-p0)^(n-k)) against a midpoint rule over [p0, 1]
+    for k, n, p0 in ((3, 24, 0.01), (0, 24, 0.01), (10, 48, 0.1), (1, 5, 0.3)):
+        steps = 20000
+        width = (1.0 - p0) / steps
+        total = sum(((p0 + (i + 0.5) * width) / p0) ** k * ((1 - p0 - (i + 0.5) * width) / (1 - p0)) ** (n - k)
+                    for i in range(steps)) * width / (1.0 - p0)
+        assert g.log_mixture(k, n, p0) == pytest.approx(math.log(total), rel=1e-4, abs=1e-6)
+
+
+def test_no_data_is_no_evidence_and_a_zero_limit_fires_on_the_first_error():
+    assert g.log_mixture(0, 0, 0.01) == 0.0
+    assert not g.fires(0, 0, 0.01, 0.01)
+    assert g.fires(1, 24, 0.0, 0.01) and not g.fires(0, 24, 0.0, 0.01)
+    assert not g.fires(24, 24, 1.0, 0.01)
+
+
+def test_the_lower_bound_is_below_the_rate_and_the_boundary_of_firing():
+    for k, n in ((5, 24), (12, 48), (3, 72)):
+        low = g.lower_bound(k, n, 0.01)
+        assert 0.0 < low < k / float(n)
+        assert g.fires(k, n, low * 0.99, 0.01) and not g.fires(k, n, low * 1.01 + 1e-9, 0.01)
+    assert g.lower_bound(0, 24, 0.01) == 0.0
+
+
+def test_looking_after_every_request_does_not_inflate_the_false_stop_rate():
+    # A candidate exactly at the limit (2 % errors, limit 2 %) checked after each of 200 requests: the
+    # always-valid test stops at most alpha of the runs; a fixed 99 % Wilson bound looked at as often stops far more.
+    from ansible_collections.llmops.specdec.plugins.module_utils import _stats
+    rng = random.Random(32)
+    runs, alpha, limit = 2000, 0.01, 0.02
+    mixture_stops = wilson_stops = 0
+    for _run in range(runs):
+        errors, stopped_m, stopped_w = 0, False, False
+        for n in range(1, 201):
+            errors += rng.random() < limit
+            if not stopped_m and g.fires(errors, n, limit, alpha):
+                stopped_m = True
+            if not stopped_w and _stats.wilson(errors, n, 1 - 2 * alpha)[0] > limit:
+                stopped_w = True
+        mixture_stops += stopped_m
+        wilson_stops += stopped_w
+    assert mixture_stops / float(runs) <= alpha
+    assert wilson_stops / float(runs) > 3 * alpha
+
+
+def test_a_clearly_erroring_candidate_fires_in_its_first_round():
+    row = g.error_check(1, 6, 24, 0.01, 0.01)
+    assert row["status"] == "fail" and row["figure"] == "guardrail_error_rate"
+    assert row["why"].startswith("guardrail error rate: 6/24 errors (25.0%), always-valid lower bound ")
+    assert "> the limit 1.0%" in row["why"] and row["bound"] > 0.01
+    assert [k for k in range(25) if g.fires(k, 24, 0.01, 0.01)][0] == 4  # 4/24 errors stop it at a 1 % limit
+    held = g.error_check(1, 1, 24, 0.01, 0.01)
+    assert held["status"] == "pass" and "<= the limit 1.0%" in held["why"]
+
+
+def test_the_baseline_quantile_bound_has_its_binomial_coverage():
+    values = list(range(1, 73))
+    value, exact = g.quantile_upper(values, 0.9, 0.99)
+    assert exact and value == 71  # P(Bin(72, 0.9) <= 70) = 0.9954 >= 0.99; <= 69 is 0.979
+    assert g.quantile_upper(list(range(1, 25)), 0.9, 0.99) == (24, False)
+
+
+def ttfts(n, ms, seed, jitter=0.05):
+    rng = random.Random(seed)
+    return [ms * math.exp(rng.gauss(0, jitter)) for _i in range(n)]
+
+
+def test_the_ttft_tail_guardrail_fires_on_a_slow_tail_and_holds_on_a_median_shift():
+    base = ttfts(72, 50.0, 1)
+    # 10 of the candidate's 24 requests wait 4x longer (a draft's prefill stuck behind others); with 24
+    # requests the always-valid test needs 9 above the bar to reject "at most 10 %" at alpha 0.01
+    tail = ttfts(14, 50.0, 2) + ttfts(10, 200.0, 3)
+    row = g.ttft_tail_check(1, base, tail, 0.5, 0.01)
+    assert row["status"] == "fail"
+    assert row["why"].startswith("guardrail TTFT p90: 10/24 requests above ")
+    assert row["events"] == 10 and row["ratio"] > 3
+    # 20 % slower everywhere: not a tail blow-up (the median TTFT check's business)
+    assert g.ttft_tail_check(1, base, ttfts(24, 60.0, 4), 0.5, 0.01)["status"] == "pass"
+    few = g.ttft_tail_check(1, base, ttfts(4, 200.0, 5), 0.5, 0.01)
+    assert few["status"] == "pass" and "too few samples" in few["why"]
+
+
+def test_the_prefix_cache_guardrail_fires_on_a_collapse():
+    base = {"hits": 9000, "queries": 10000, "hit_rate": 0.9}
+    collapsed = {"hits": 40, "queries": 10000, "hit_rate": 0.004}
+    row = g.prefix_check(1, base, collapsed, 0.5)
+    assert row["status"] == "fail"
+    assert row["why"] == ("guardrail prefix-cache hit rate: 0.4% vs the baseline's 90.0% over 10000 queried tokens, "
+                          "below 45.0% (50% of the baseline's)")
+    assert g.prefix_check(1, base, {"hits": 8000, "queries": 10000, "hit_rate": 0.8}, 0.5)["status"] == "pass"
+    # too little volume, a baseline with nothing to lose, or no figures: not fired / no row
+    assert g.prefix_check(1, base, {"hits": 0, "queries": 500, "hit_rate": 0.0}, 0.5)["status"] == "pass"
+    assert g.prefix_check(1, {"hits": 5, "queries": 10000, "hit_rate": 0.0005}, collapsed, 0.5)["status"] == "pass"
+    assert g.prefix_check(1, None, collapsed, 0.5) is None
+    assert g.prefix_check(1, base, {"error": "GET /metrics failed"}, 0.5) is None
+
+
+def test_prefix_cache_rounds_are_merged_by_their_counters():
+    merged = g.merge_prefix([{"hits": 10, "queries": 100, "hit_rate": 0.1}, {"error": "x"},
+                             {"hits": 90, "queries": 100, "hit_rate": 0.9}])
+    assert (merged["hits"], merged["queries"], merged["hit_rate"]) == (100, 200, 0.5)
+    assert g.merge_prefix([{"hit_rate": 0.3}, {"hit_rate": 0.2}])["hit_rate"] == 0.2  # a gauge: the latest
+    assert g.merge_prefix([None, {"error": "x"}]) is None
+
+
+def test_check_lists_every_guardrail_and_those_that_fired():
+    levels = {1: {"errors": 0, "requests": 24, "base_ttft": ttfts(72, 50.0, 1), "cand_ttft": ttfts(24, 50.0, 2),
+                  "base_prefix": {"hits": 900, "queries": 1000, "hit_rate": 0.9},
+                  "cand_prefix": {"hits": 0, "queries": 1200, "hit_rate": 0.0}},
+              8: {"errors": 0, "requests": 24, "base_ttft": ttfts(72, 60.0, 3), "cand_ttft": ttfts(24, 60.0, 4)}}
+    out = g.check(levels, lambda level: LIMITS, 0.01)
+    assert [(r["level"], r["figure"]) for r in out["checks"]] == [
+        (1, "guardrail_error_rate"), (1, "guardrail_ttft_tail"), (1, "guardrail_prefix_cache"),
+        (8, "guardrail_error_rate"), (8, "guardrail_ttft_tail")]
+    assert [(r["level"], r["figure"]) for r in out["fired"]] == [(1, "guardrail_prefix_cache")]
+    assert g.summary_line(out).startswith("c=1 guardrail prefix-cache hit rate: 0.0% vs the baseline's 90.0%")
+    levels[1]["cand_prefix"] = {"hits": 1000, "queries": 1200, "hit_rate": 0.83}
+    held = g.check(levels, lambda level: LIMITS, 0.01)
+    assert held["fired"] == [] and g.summary_line(held) == "5 guardrail check(s) held (always-valid, alpha 0.01 each)"
