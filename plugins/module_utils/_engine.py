@@ -33,6 +33,8 @@ only, so the guard's payload and AnsiballZ carry it) that defines every name in 
     parking: the flag that makes it free memory, the environment its routes need, the routes
 ``METRICS_MARKER`` / ``ACCEPTANCE_SOURCE`` / ``ACCEPTANCE_METRICS``
     where speculative acceptance is read from
+``PREFIX_CACHE_METRICS``
+    the /metrics counters of prompt tokens queried in the prefix cache and of those it had (``hits``, ``queries``)
 ``TUNE_BATCH_ENDS``
     the batch sizes a schedule band may end at as given (None: any)
 
@@ -61,6 +63,7 @@ FACTS = ("NAME", "TITLE", "RELEASE", "DOCS_URL", "UNIT_DESCRIPTION", "EXECUTABLE
          "OWNED_FLAGS", "FLAG_SPELLING", "SECRET_FLAGS", "SCHEDULE_OFF", "SCHEDULE_OFF_UNLESS_ONE", "schedule_env_conflict",
          "cache_env", "HEALTH_PATH", "READY_LISTS_MODEL", "LOG_PREFIX",
          "LOAD_FIGURES", "LOAD_PROGRESS", "READY_LINE", "LOAD_STAGES", "load_phases", "PARK", "METRICS_MARKER", "ACCEPTANCE_SOURCE", "ACCEPTANCE_METRICS",
+         "PREFIX_CACHE_METRICS",
          "TUNE_BATCH_ENDS", "METHODS", "METHOD_ALIASES", "NO_SCHEDULE", "SCHEDULE_TOP_K", "QUANTIZATIONS", "CHECKS",
          "SCHEDULE_FILES", "schedule_file", "schedule_warnings", "render_spec")
 

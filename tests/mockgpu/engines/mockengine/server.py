@@ -396,7 +396,7 @@ class _Handler(BaseHTTPRequestHandler):
         finish = "stop" if (not ignore_eos and eos_at <= max_tokens) else "length"
         req = _Request(self, st, chat, body, stream, opts, prompt_tokens)
         gen = _Generation(st, Decoder(st.params, st.spec, text, rng), rng, prompt_tokens, limit, finish,
-                          _Text(text, body.get("seed"), st.faults))
+                          _Text(text, body.get("seed"), st.faults), prompt=text)
         gen.run(req)
 
 
@@ -580,8 +580,9 @@ class _Request:
 class _Generation:
     """Prefill then decode steps for one request, paced to absolute deadlines."""
 
-    def __init__(self, state, decoder, rng, prompt_tokens, limit, finish, text):
+    def __init__(self, state, decoder, rng, prompt_tokens, limit, finish, text, prompt=""):
         self.st = state
+        self.prompt = prompt
         self.dec = decoder
         self.rng = rng
         self.text = text
@@ -605,6 +606,7 @@ class _Generation:
             stats.waiting -= 1
             stats.running += 1
             stats.prompt_tokens += self.prompt_tokens
+            stats.record_prefix(self.prompt, self.prompt_tokens, bool(st.faults.get("prefix_cache_collapse")))
         produced = 0
         reason = "abort"
         epoch = st.abort_epoch
