@@ -67,9 +67,11 @@ def new_rule(verdict, rng, speedup, h):
 
 
 def old_rule(verdict, rng, speedup, h):
+    from ansible_collections.llmops.specdec.plugins.module_utils import _verdict_stats  # sys.path set by main
+
     base = {"levels": [level(rng, 8, samples=False)]}
     cand = {"levels": [level(rng, 8, speedup, h, samples=False)]}
-    out = verdict.decide(verdict.summarize(base), verdict.summarize(cand))
+    out = verdict.decide(_verdict_stats.summarize(base), _verdict_stats.summarize(cand))
     return out["decision"], 1, 8
 
 

@@ -1,7 +1,10 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) 2026, llmops.specdec developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filters over module_utils/_verdict.py: the keep-or-rollback decision for playbooks (docs/verdict.md)."""
+"""Filters over module_utils/_verdict.py: the keep-or-rollback decision for playbooks (docs/verdict.md).
+
+verdict_summary is _verdict_stats.summarize, verdict_line _verdict_explain.verdict_line.
+"""
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
@@ -10,6 +13,8 @@ from ansible_collections.llmops.specdec.plugins.module_utils._lazy import module
 
 # Imported when a filter of this file runs, not when Ansible loads the file to look for one (_lazy.py).
 _verdict = module_util("_verdict")
+_verdict_stats = module_util("_verdict_stats")
+_verdict_explain = module_util("_verdict_explain")
 
 
 def _wrap(func):
@@ -40,7 +45,7 @@ def verdict_plan(overrides=None):
 
 
 def verdict_summary(bench, max_tokens=None):
-    return _string_keys(_verdict.summarize(bench, max_tokens))
+    return _string_keys(_verdict_stats.summarize(bench, max_tokens))
 
 
 def verdict_decide(candidate, baseline, thresholds=None, plan=None, max_tokens=None, lossy=False):
@@ -65,7 +70,7 @@ def verdict_baseline(stored, settings, max_age=None, thresholds=None, min_reques
 
 
 def verdict_line(record):
-    return _verdict.verdict_line(record)
+    return _verdict_explain.verdict_line(record)
 
 
 class FilterModule:

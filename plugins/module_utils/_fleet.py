@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _engine, _gate, _secrets, _server, _verdict
+from ansible_collections.llmops.specdec.plugins.module_utils import _engine, _gate, _secrets, _server, _verdict_explain
 
 __all__ = ["FleetError", "count", "probe_target", "guard_plan", "guard", "outcome", "DRAINED", "SERVER_DEFAULTS"]
 
@@ -309,7 +309,7 @@ def outcome(hostvars, hosts):
         record = hv.get("spec_switch_record")
         if record is not None:
             if record.get("outcome") == "failed" and _bool("spec_switch_fail_on_candidate_error", hv.get("spec_switch_fail_on_candidate_error"), True):
-                fail[host] = hv.get("spec_switch_verdict_line") or _verdict.verdict_line(record)
+                fail[host] = hv.get("spec_switch_verdict_line") or _verdict_explain.verdict_line(record)
             continue
         state = hv.get("specdec_fleet_state") or "not reached"
         given = reason = hv.get("specdec_fleet_reason") or ""

@@ -5,7 +5,7 @@
 
 Input records are what the spec_switch role stores per host (``spec_switch_record``): host, engine,
 model, suite, label, outcome, decision, reason, speedup, thresholds, and the ``baseline`` / ``result``
-summaries from ``_verdict.summarize`` (levels keyed by concurrency), with the verdict's ``checks`` (per level and
+summaries from ``_verdict_stats.summarize`` (levels keyed by concurrency), with the verdict's ``checks`` (per level and
 figure, the ratio and its interval) and ``plan`` (its ``confidence``). Nightly check records
 (``spec_switch_nightly_record``: ``status``, no ``outcome``) get sections of their own, and any record that
 carries an ``acceptance_watch`` (``_watch.watch``) is listed under "Acceptance watch".
@@ -17,7 +17,7 @@ import io
 import math
 import re
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _optional, _stats, _verdict
+from ansible_collections.llmops.specdec.plugins.module_utils import _optional, _stats, _verdict, _verdict_explain
 
 # Optional: only the chart needs it. The Figure API draws without pyplot and without choosing a backend.
 FIGURE = _optional.Optional("matplotlib.figure", "Figure")
@@ -63,8 +63,8 @@ def _first_level(summary):
 
 
 def verdict_line(rec):
-    """The one verdict line (built by _verdict, the only place that builds it)."""
-    return _verdict.verdict_line(rec)
+    """The one verdict line (built by _verdict_explain, the only place that builds it)."""
+    return _verdict_explain.verdict_line(rec)
 
 
 def _fmt(value, spec="%.1f"):

@@ -3,7 +3,11 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Keep or roll back: compare a candidate benchmark with the baseline under thresholds and noise.
 
-Inputs are ``spec_bench`` results (``bench``) or their summaries from :func:`summarize`:
+The decision: the thresholds and the plan, :func:`decide`, :func:`drift` and :func:`baseline_check`. Its
+statistics (summaries, the checks of one level at one look) are in ``_verdict_stats``, its words (the reason,
+the one verdict line) in ``_verdict_explain``, the lossless check in ``_verdict_lossless``.
+
+Inputs are ``spec_bench`` results (``bench``) or their summaries from ``_verdict_stats.summarize``:
 ``{"levels": {<concurrency>: {"output_tok_s", "tpot_ms", "ttft_ms", "error_rate", "ok", "errors",
 "error_kinds", "duration_s", "samples": {...}, "samples_truncated"}}, "max_tokens": N}``. The candidate
 may be a list of rounds (one benchmark each, in the order run).
@@ -25,7 +29,7 @@ from __future__ import annotations
 import math
 import time
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _bench_outputs, _stats, _verdict_lossless
+from ansible_collections.llmops.specdec.plugins.module_utils import _bench_outputs, _stats, _verdict_explain, _verdict_lossless, _verdict_stats
 
 DEFAULT_THRESHOLDS = {
     # Speculation costs draft GPU time and memory; keep it only for a clear win.
@@ -68,9 +72,8 @@ DEFAULT_PLAN = {
 
 _PLAN_INTS = ("first_round", "round_requests", "max_requests", "baseline_requests")
 
-
-class VerdictError(ValueError):
-    """Inputs that cannot be compared (missing levels, bad thresholds or plan)."""
+# Raised here and by _verdict_stats (inputs that cannot be compared); the filters catch it here.
+VerdictError = _verdict_stats.VerdictError
 
 
 # --------------------------------------------------------------------------- settings
@@ -183,443 +186,20 @@ def _schedule(settings):
     return out
 
 
-# --------------------------------------------------------------------------- summaries
-
-SAMPLE_KEYS = ("e2e_ms", "output_tokens", "tpot_ms", "ttft_ms")
-
-
-def _float_or_none(value):
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return float("nan")
-
-
-def _median(stats):
-    if isinstance(stats, dict):
-        return _float_or_none(stats.get("median"))
-    return _float_or_none(stats)
-
-
-def _level_summary(level):
-    ok = int(level.get("ok", 0) or 0)
-    errors = int(level.get("errors", 0) or 0)
-    requests = ok + errors
-    out = {
-        "output_tok_s": _float_or_none(level.get("output_tok_s")) or 0.0,
-        "tpot_ms": _median(level.get("tpot_ms")),
-        "ttft_ms": _median(level.get("ttft_ms")),
-        "error_rate": (float(errors) / requests) if requests else 1.0,
-        "ok": ok,
-        "errors": errors,
-    }
-    if level.get("error_kinds"):
-        out["error_kinds"] = dict(level["error_kinds"])
-    if level.get("duration_s") is not None:
-        out["duration_s"] = _float_or_none(level["duration_s"])
-    samples = level.get("samples")
-    if isinstance(samples, dict) and samples:
-        out["samples"] = {key: list(samples.get(key) or []) for key in SAMPLE_KEYS if key in samples}
-        out["samples_truncated"] = bool(level.get("samples_truncated", False))
-    return out
-
-
-def _is_summary(data):
-    return isinstance(data, dict) and isinstance(data.get("levels"), dict)
-
-
-def _one_summary(bench, max_tokens=None):
-    if _is_summary(bench):
-        levels = {int(k): v for k, v in bench["levels"].items()}
-        limit = max_tokens if max_tokens is not None else bench.get("max_tokens")
-    else:
-        if not isinstance(bench, dict):
-            raise VerdictError("a benchmark result must be a mapping, got %r" % (type(bench).__name__,))
-        levels = {}
-        for level in bench.get("levels") or []:
-            levels[int(level["concurrency"])] = _level_summary(level)
-        limit = max_tokens if max_tokens is not None else bench.get("max_tokens")
-    if not levels:
-        raise VerdictError("benchmark result has no levels")
-    out = {"levels": levels}
-    if limit is not None:
-        out["max_tokens"] = limit
-    if isinstance(bench.get("outputs"), dict):
-        out["outputs"] = bench["outputs"]
-    return out
-
-
-def _rounds(data, max_tokens=None):
-    """A benchmark, a summary, or a list of either (rounds in order) -> list of summaries."""
-    if isinstance(data, (list, tuple)):
-        if not data:
-            raise VerdictError("no benchmark rounds given")
-        return [_one_summary(item, max_tokens) for item in data]
-    return [_one_summary(data, max_tokens)]
-
-
-def _merge(acc, level):
-    """Add one round's level summary into an accumulator (a plain dict)."""
-    acc["rounds"] += 1
-    acc["ok"] += int(level.get("ok", 0) or 0)
-    acc["errors"] += int(level.get("errors", 0) or 0)
-    acc["rates"].append(level.get("error_rate"))
-    for kind, count in (level.get("error_kinds") or {}).items():
-        acc["error_kinds"][kind] = acc["error_kinds"].get(kind, 0) + count
-    tok_s, duration = level.get("output_tok_s"), level.get("duration_s")
-    acc["tok_s"].append(tok_s)
-    if duration is not None and tok_s is not None and acc["duration_s"] is not None:
-        acc["duration_s"] += duration
-        acc["tokens"] += tok_s * duration
-    else:
-        acc["duration_s"] = None
-    acc["tpot_med"].append(level.get("tpot_ms"))
-    acc["ttft_med"].append(level.get("ttft_ms"))
-    samples = level.get("samples")
-    if isinstance(samples, dict) and samples and acc["samples"] is not None:
-        for key in SAMPLE_KEYS:
-            acc["samples"][key].extend(samples.get(key) or [])
-        acc["truncated"] = acc["truncated"] or bool(level.get("samples_truncated"))
-    else:
-        acc["samples"] = None
-    return acc
-
-
-def _new_acc():
-    return {"rounds": 0, "ok": 0, "errors": 0, "rates": [], "error_kinds": {}, "tok_s": [], "duration_s": 0.0,
-            "tokens": 0.0, "tpot_med": [], "ttft_med": [], "samples": {key: [] for key in SAMPLE_KEYS},
-            "truncated": False}
-
-
-def _figures(acc):
-    """The per-level figures of an accumulator: what the report and the checks show."""
-    requests = acc["ok"] + acc["errors"]
-    if requests:
-        error_rate = acc["errors"] / float(requests)
-    else:  # summaries without counts: the stored rate (today's summaries always carry ok/errors)
-        rates = [r for r in acc["rates"] if r is not None]
-        error_rate = max(rates) if rates else 1.0
-    if acc["duration_s"]:
-        tok_s = acc["tokens"] / acc["duration_s"]
-    else:
-        values = [v for v in acc["tok_s"] if v is not None]
-        tok_s = _stats.mean(values) if values else 0.0
-    samples = acc["samples"]
-    out = {"output_tok_s": tok_s, "error_rate": error_rate, "ok": acc["ok"], "errors": acc["errors"]}
-    for key, meds in (("tpot_ms", acc["tpot_med"]), ("ttft_ms", acc["ttft_med"])):
-        if acc["rounds"] == 1 or not samples or not samples.get(key):
-            out[key] = meds[0] if acc["rounds"] == 1 else _mean_or_none(meds)
-        else:
-            values = [v for v in samples[key] if _positive(v)]
-            out[key] = _stats.median(values) if values else None
-    return out
-
-
-def _mean_or_none(values):
-    values = [v for v in values if v is not None]
-    return _stats.mean(values) if values else None
-
-
-def _positive(value):
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
-
-
-def summarize(bench, max_tokens=None):
-    """Reduce a spec_bench result (or a list of rounds, merged) to the figures a verdict needs, per level.
-
-    Levels keep their per-request ``samples`` (e2e_ms, output_tokens, tpot_ms, ttft_ms) so a stored
-    baseline can be judged with intervals later; ``max_tokens`` is kept beside them.
-    """
-    rounds = _rounds(bench, max_tokens)
-    if len(rounds) == 1:
-        return rounds[0]
-    accs = {}
-    for rnd in rounds:
-        for level, figures in rnd["levels"].items():
-            _merge(accs.setdefault(level, _new_acc()), figures)
-    levels = {}
-    for level, acc in accs.items():
-        figures = _figures(acc)
-        if acc["duration_s"] is not None:
-            figures["duration_s"] = acc["duration_s"]
-        if acc["error_kinds"]:
-            figures["error_kinds"] = acc["error_kinds"]
-        if acc["samples"] is not None:
-            figures["samples"] = acc["samples"]
-            figures["samples_truncated"] = acc["truncated"]
-        levels[level] = figures
-    out = {"levels": levels}
-    limit = next((r["max_tokens"] for r in rounds if r.get("max_tokens") is not None), None)
-    if limit is not None:
-        out["max_tokens"] = limit
-    outputs = _verdict_lossless.merge([r.get("outputs") for r in rounds])
-    if outputs is not None:
-        out["outputs"] = outputs
-    return out
-
-
-# --------------------------------------------------------------------------- broken inputs
-
-def _finite(value):
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _sample_problems(samples, max_tokens):
-    lengths = {key: len(samples[key]) for key in SAMPLE_KEYS if samples.get(key)}
-    if len(set(lengths.values())) > 1:
-        return ["samples of unequal length (%s)" % ", ".join("%s %d" % kv for kv in sorted(lengths.items()))]
-    problems = []
-    for key in SAMPLE_KEYS:
-        values = samples.get(key) or []
-        if None in values:
-            values = [v for v in values if v is not None]
-        try:
-            finite = all(map(math.isfinite, values))
-        except TypeError:
-            finite = False
-        if not finite:
-            bad = [v for v in values if not _finite(v)]
-            problems.append("%d non-finite %s sample(s) (%r)" % (len(bad), key, bad[0]))
-            continue
-        if values and min(values) < 0:
-            negative = [v for v in values if v < 0]
-            problems.append("%d negative %s sample(s) (%s)" % (len(negative), key, negative[0]))
-    if problems:
-        return problems
-    tokens = samples.get("output_tokens") or []
-    if None in tokens:
-        tokens = [v for v in tokens if v is not None]
-    if max_tokens is not None and tokens and max(tokens) > max_tokens:
-        over = [v for v in tokens if v > max_tokens]
-        problems.append("%d request(s) report more output tokens than max_tokens %g (%g)" % (len(over), max_tokens, max(over)))
-    e2e = [v for v in samples.get("e2e_ms") or [] if v is not None]
-    if e2e and min(e2e) <= 0:
-        problems.append("end-to-end time of 0 ms in samples")
-    return problems
-
-
-def _level_problems(figures, acc, limits, max_tokens):
-    """Why a side's level cannot be judged (empty when it can)."""
-    problems = []
-    requests = figures["ok"] + figures["errors"]
-    kinds = ", ".join("%s=%s" % kv for kv in sorted(acc["error_kinds"].items()))
-    if acc["rounds"] and requests == 0 and acc["rates"] and all(r is not None and r >= 1 for r in acc["rates"]):
-        return ["every request failed"]
-    if requests and figures["ok"] == 0:
-        return ["every request failed (%d error(s)%s)" % (figures["errors"], ": " + kinds if kinds else "")]
-    tok_s = figures["output_tok_s"]
-    if not _finite(tok_s):
-        problems.append("output tok/s is not a finite number (%r)" % (tok_s,))
-    elif tok_s <= 0:
-        problems.append("0 tok/s")
-    for key in ("tpot_ms", "ttft_ms"):
-        value = figures.get(key)
-        if value is not None and (not _finite(value) or value < 0):
-            problems.append("median %s is %r" % (key, value))
-    rate = figures["error_rate"]
-    if not _finite(rate) or rate > limits["max_error_rate"]:
-        low, high = _stats.wilson(figures["errors"], requests) if requests else (0.0, 1.0)
-        problems.append("errors %.1f%% [%.1f%%, %.1f%%] above the limit %.1f%%%s" % (
-            100 * rate, 100 * low, 100 * high, 100 * limits["max_error_rate"], " (%s)" % kinds if kinds else ""))
-    bad_usage = acc["error_kinds"].get("bad_usage", 0)
-    if bad_usage:
-        # spec_bench found the server's own token counts impossible (negative, beyond max_tokens, shrinking):
-        # its figures are counted by those, so no share of such requests is tolerated.
-        problems.append("%d request(s) with impossible token counts in the server's usage (bad_usage)" % bad_usage)
-    if acc["samples"] is not None:
-        problems.extend(_sample_problems(acc["samples"], max_tokens))
-    return problems
-
-
 def problems(summary, overrides=None, max_tokens=None, side="baseline"):
     """Why a measurement cannot serve a verdict: ``[{"side", "level", "why"}]``, empty when it can.
 
     The role calls it on a fresh baseline before the switch (re-measure, or fail without touching the host).
     """
     limits = thresholds(overrides)
-    rounds = _rounds(summary, max_tokens)
-    limit = _max_tokens(next((r.get("max_tokens") for r in rounds if r.get("max_tokens") is not None), None))
-    accs = {}
-    for one in rounds:
-        for level, figures in one["levels"].items():
-            _merge(accs.setdefault(level, _new_acc()), figures)
+    rounds = _verdict_stats.rounds_of(summary, max_tokens)
+    limit = _verdict_stats.token_limit(next((r.get("max_tokens") for r in rounds if r.get("max_tokens") is not None), None))
+    accs = _verdict_stats.accumulate(rounds)
     return [{"side": side, "level": level, "why": why}
-            for level in sorted(accs) for why in _level_problems(_figures(accs[level]), accs[level], limits, limit)]
-
-
-def _max_tokens(value):
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        return None
-    return value if math.isfinite(value) and value > 0 else None
-
-
-# --------------------------------------------------------------------------- checks
-
-def _speedup_estimate(base, cand, block):
-    """log speed-up of output tok/s from samples: sum(tokens) / sum(e2e seconds) per side."""
-    sides = []
-    for samples in (cand, base):
-        tokens, e2e = samples.get("output_tokens") or [], samples.get("e2e_ms") or []
-        pairs = [(t, e / 1000.0) for t, e in zip(tokens, e2e) if _finite(t) and _finite(e) and e > 0]
-        est = _stats.log_ratio_of_means([p[0] for p in pairs], [p[1] for p in pairs], block) if len(pairs) >= 2 else None
-        if est is None:
-            return None
-        sides.append(est)
-    return _stats.difference(sides[0], sides[1])
-
-
-def _median_estimate(base, cand, key, block):
-    sides = []
-    for samples in (cand, base):
-        values = [v for v in samples.get(key) or [] if _positive(v)]
-        est = _stats.log_median(values, block) if values else None
-        if est is None:
-            return None
-        sides.append(est)
-    return _stats.difference(sides[0], sides[1])
-
-
-def _x(value):
-    return "x%.2f" % value
-
-
-def _shift_note(shift):
-    return " with a %g%% host shift" % (100 * shift) if shift else ""
-
-
-def _sample_check(level, figure, base_fig, cand_fig, est, limits, settings, a_keep, a_fut):
-    """One figure at one level from samples: status pass / fail / open against its keep_bar."""
-    shift = math.log1p(settings["host_shift"])
-    higher = figure == "output_tok_s"
-    if higher:
-        target = limits["min_speedup"] - settings["speedup_tolerance"]
-        limit = limits["min_speedup"]
-        keep_bar = math.log(target) + shift if target > 0 else None
-    else:
-        key = "max_tpot_regression" if figure == "tpot_ms" else "max_ttft_regression"
-        target = limit = 1 + limits[key]
-        keep_bar = math.log(target) - shift
-    check = {"level": level, "figure": figure, "baseline": base_fig, "candidate": cand_fig, "limit": limit,
-             "target": target, "method": "samples"}
-    if est is None:
-        check.update(ratio=None, ci=None, bar=None, bound=None, status="open", ok=False,
-                     why="%s: too few samples for an interval" % _label(figure))
-        return check
-    low, high = _stats.interval(est, settings["confidence"])
-    check.update(ratio=math.exp(est.value), ci=[math.exp(low), math.exp(high)])
-    if keep_bar is None:  # min_speedup - tolerance <= 0: any speed-up passes
-        status, bound = "pass", None
-    elif higher:
-        keep_bound = _stats.bound(est, "lower", 1 - a_keep) if a_keep > 0 else -math.inf
-        fut_bound = _stats.bound(est, "upper", 1 - a_fut)
-        status = "pass" if keep_bound >= keep_bar else ("fail" if fut_bound < keep_bar else "open")
-        bound = fut_bound if status == "fail" else keep_bound
-    else:
-        keep_bound = _stats.bound(est, "upper", 1 - a_keep) if a_keep > 0 else math.inf
-        fut_bound = _stats.bound(est, "lower", 1 - a_fut)
-        status = "pass" if keep_bound <= keep_bar else ("fail" if fut_bound > keep_bar else "open")
-        bound = fut_bound if status == "fail" else keep_bound
-    check.update(bar=_safe_exp(keep_bar), bound=_safe_exp(bound), status=status, ok=status == "pass")
-    word = {"pass": "shown", "fail": "cannot be shown", "open": "not shown"}[status]
-    relation = ">=" if higher else "<="
-    # the side of the bar the bound is on: as the relation when shown, the other way when not
-    beside = relation if status == "pass" else {">=": "<", "<=": ">"}[relation]
-    if higher:
-        head = "output %.1f vs %.1f tok/s = %s [%.2f, %.2f]" % (cand_fig, base_fig, _x(check["ratio"]), check["ci"][0], check["ci"][1])
-    else:
-        head = "%s %s vs %s ms = %s [%.2f, %.2f]" % (_label(figure), _ms(cand_fig), _ms(base_fig), _x(check["ratio"]),
-                                                     check["ci"][0], check["ci"][1])
-    if keep_bar is None:
-        check["why"] = "%s, needs >= x%.2f" % (head, target)
-    else:
-        check["why"] = "%s, %s %s x%.2f%s (bound x%.3f %s x%.3f)" % (
-            head, word, relation, target, _shift_note(settings["host_shift"]), check["bound"], beside, check["bar"])
-    return check
-
-
-def _ms(value):
-    return "-" if value is None else "%.1f" % value
-
-
-def _safe_exp(value):
-    if value is None or not math.isfinite(value):
-        return None
-    return math.exp(value)
-
-
-def _label(figure):
-    return {"output_tok_s": "output tok/s", "tpot_ms": "TPOT", "ttft_ms": "TTFT", "error_rate": "errors"}[figure]
-
-
-def _point_checks(level, base, cand, limits):
-    """Today's rule for levels without samples: point estimates against the thresholds."""
-    checks = []
-    speedup = cand["output_tok_s"] / base["output_tok_s"]
-    checks.append({
-        "level": level, "figure": "output_tok_s", "baseline": base["output_tok_s"],
-        "candidate": cand["output_tok_s"], "ratio": speedup, "ci": None, "limit": limits["min_speedup"],
-        "method": "point", "status": "pass" if speedup >= limits["min_speedup"] else "fail",
-        "ok": speedup >= limits["min_speedup"],
-        "why": "output %.1f vs %.1f tok/s = x%.2f, needs >= x%.2f" % (
-            cand["output_tok_s"], base["output_tok_s"], speedup, limits["min_speedup"]),
-    })
-    for figure, key in (("tpot_ms", "max_tpot_regression"), ("ttft_ms", "max_ttft_regression")):
-        if base.get(figure) is None or cand.get(figure) is None or base[figure] <= 0:
-            continue
-        ratio = cand[figure] / base[figure]
-        ok = ratio <= 1 + limits[key]
-        checks.append({
-            "level": level, "figure": figure, "baseline": base[figure], "candidate": cand[figure],
-            "ratio": ratio, "ci": None, "limit": 1 + limits[key], "method": "point",
-            "status": "pass" if ok else "fail", "ok": ok,
-            "why": "%s %.1f vs %.1f ms = x%.2f, allowed <= x%.2f" % (
-                _label(figure), cand[figure], base[figure], ratio, 1 + limits[key]),
-        })
-    return checks
-
-
-def _error_check(level, base, cand, limits, confidence):
-    requests = cand["ok"] + cand["errors"]
-    low, high = _stats.wilson(cand["errors"], requests, confidence) if requests else (None, None)
-    return {
-        "level": level, "figure": "error_rate", "baseline": base["error_rate"], "candidate": cand["error_rate"],
-        "ratio": None, "ci": None if low is None else [low, high], "limit": limits["max_error_rate"],
-        "method": "count", "status": "pass", "ok": True,
-        "why": "errors %.1f%%%s, allowed <= %.1f%%" % (
-            100 * cand["error_rate"], "" if low is None else " [%.1f%%, %.1f%%]" % (100 * low, 100 * high),
-            100 * limits["max_error_rate"]),
-    }
+            for level in sorted(accs) for why in _verdict_stats.level_problems(_verdict_stats.level_figures(accs[level]), accs[level], limits, limit)]
 
 
 # --------------------------------------------------------------------------- the sequential verdict
-
-def _alpha_by(settings, k, final):
-    """alpha this look may spend: the spending function's increment, or all that is left when final."""
-    rounds, alpha = settings["rounds"], settings["alpha"]
-    total = float(settings["max_requests"])
-
-    def spent(j):
-        if j <= 0:
-            return 0.0
-        return alpha * min(1.0, rounds[min(j, len(rounds)) - 1] / total) ** settings["spending"]
-    before = spent(k - 1)
-    if k > len(rounds):
-        return 0.0
-    return max(0.0, (alpha if final else spent(k)) - before)
-
-
-def _seconds_per_request(acc):
-    requests = acc["ok"] + acc["errors"]
-    if not acc["duration_s"] or not requests:
-        return None
-    return acc["duration_s"] / requests
-
 
 def decide(baseline, candidate, overrides=None, plan_overrides=None, max_tokens=None, final=True, lossy=False):
     """Judge candidate rounds against the baseline.
@@ -640,15 +220,12 @@ def decide(baseline, candidate, overrides=None, plan_overrides=None, max_tokens=
     """
     limits = thresholds(overrides)
     settings = plan(plan_overrides)
-    base_rounds = _rounds(baseline, max_tokens)
-    cand_rounds = _rounds(candidate, max_tokens)
-    limit_tokens = _max_tokens(max_tokens if max_tokens is not None else next(
+    base_rounds = _verdict_stats.rounds_of(baseline, max_tokens)
+    cand_rounds = _verdict_stats.rounds_of(candidate, max_tokens)
+    limit_tokens = _verdict_stats.token_limit(max_tokens if max_tokens is not None else next(
         (r.get("max_tokens") for r in base_rounds + cand_rounds if r.get("max_tokens") is not None), None))
 
-    base_acc = {}
-    for rnd in base_rounds:
-        for level, figures in rnd["levels"].items():
-            _merge(base_acc.setdefault(level, _new_acc()), figures)
+    base_acc = _verdict_stats.accumulate(base_rounds)
     # The levels judged are the first round's (that the baseline has too); later rounds may leave out a
     # level whose checks have all passed (next.concurrency), not add one.
     cand_levels = sorted(cand_rounds[0]["levels"])
@@ -656,29 +233,29 @@ def decide(baseline, candidate, overrides=None, plan_overrides=None, max_tokens=
     if not common:
         raise VerdictError(
             "baseline levels %s and candidate levels %s share no concurrency" % (sorted(base_acc), cand_levels))
-    base_fig = {level: _figures(base_acc[level]) for level in common}
+    base_fig = {level: _verdict_stats.level_figures(base_acc[level]) for level in common}
     result = {"thresholds": limits, "plan": settings, "invalid": [], "next": None}
     base_outputs = _verdict_lossless.merge([r.get("outputs") for r in base_rounds])
 
     invalid = [{"side": "baseline", "level": level, "why": why}
-               for level in common for why in _level_problems(base_fig[level], base_acc[level], at_level(limits, level), limit_tokens)]
-    cand_acc = {level: _new_acc() for level in common}
+               for level in common for why in _verdict_stats.level_problems(base_fig[level], base_acc[level], at_level(limits, level), limit_tokens)]
+    cand_acc = {level: _verdict_stats.new_acc() for level in common}
     passed = {}
     planned_final = len(settings["rounds"]) == 1
     alpha_spent = 0.0
     for k, rnd in enumerate(cand_rounds, 1):
         for level in common:
             if level in rnd["levels"]:
-                _merge(cand_acc[level], rnd["levels"][level])
+                _verdict_stats.merge(cand_acc[level], rnd["levels"][level])
         last_given = k == len(cand_rounds)
         is_final = planned_final or (final and last_given) or k >= len(settings["rounds"])
-        a_keep = _alpha_by(settings, k, is_final)
-        cand_fig = {level: _figures(cand_acc[level]) for level in common}
+        a_keep = _verdict_stats.alpha_by(settings, k, is_final)
+        cand_fig = {level: _verdict_stats.level_figures(cand_acc[level]) for level in common}
         invalid_now = invalid + [
             {"side": "candidate", "level": level, "why": why}
-            for level in common for why in _level_problems(cand_fig[level], cand_acc[level], at_level(limits, level), limit_tokens)]
+            for level in common for why in _verdict_stats.level_problems(cand_fig[level], cand_acc[level], at_level(limits, level), limit_tokens)]
         result.update(round=k, requests={level: cand_fig[level]["ok"] + cand_fig[level]["errors"] for level in common},
-                      elapsed_s=_elapsed(cand_acc))
+                      elapsed_s=_verdict_stats.elapsed(cand_acc))
         lossless = _verdict_lossless.compare(base_outputs, _verdict_lossless.merge([r.get("outputs") for r in cand_rounds[:k]]),
                                              limits["max_output_divergence"], lossy)
         result["lossless"] = lossless
@@ -686,7 +263,7 @@ def decide(baseline, candidate, overrides=None, plan_overrides=None, max_tokens=
             return _finish(result, "invalid", [], invalid_now, base_fig, cand_fig, common)
         checks = [c for c in [_verdict_lossless.as_check(lossless)] if c is not None]
         for level in common:
-            checks.extend(_level_checks(level, base_fig[level], cand_fig[level], base_acc[level], cand_acc[level],
+            checks.extend(_verdict_stats.level_checks(level, base_fig[level], cand_fig[level], base_acc[level], cand_acc[level],
                                         at_level(limits, level), settings, a_keep, passed))
         alpha_spent += a_keep
         result["alpha_spent"] = alpha_spent
@@ -700,8 +277,8 @@ def decide(baseline, candidate, overrides=None, plan_overrides=None, max_tokens=
         open_levels = sorted({c["level"] for c in checks if c["status"] == "open"})
         rounds = settings["rounds"]
         next_n = rounds[k] - rounds[k - 1]
-        per_round = _projected(cand_acc, open_levels, next_n)
-        after_next = _projected(cand_acc, open_levels, rounds[k + 1] - rounds[k]) if k + 1 < len(rounds) else 0.0
+        per_round = _verdict_stats.projected(cand_acc, open_levels, next_n)
+        after_next = _verdict_stats.projected(cand_acc, open_levels, rounds[k + 1] - rounds[k]) if k + 1 < len(rounds) else 0.0
         elapsed = result["elapsed_s"] or 0.0
         if per_round is not None and elapsed + per_round > settings["max_seconds"]:
             result["budget"] = "seconds"
@@ -711,50 +288,6 @@ def decide(baseline, candidate, overrides=None, plan_overrides=None, max_tokens=
         if last_given:
             return _finish(result, "continue", checks, [], base_fig, cand_fig, common)
     raise AssertionError("unreachable")  # pragma: no cover
-
-
-def _elapsed(accs):
-    total = [acc["duration_s"] for acc in accs.values()]
-    if any(t is None for t in total):
-        return None
-    return math.fsum(total)
-
-
-def _projected(accs, levels, requests):
-    seconds = []
-    for level in levels:
-        per = _seconds_per_request(accs[level])
-        if per is None:
-            return None
-        seconds.append(per * requests)
-    return math.fsum(seconds)
-
-
-def _level_checks(level, base, cand, base_acc, cand_acc, limits, settings, a_keep, passed):
-    """Checks of one level at one look; a check once shown within its bar stays passed."""
-    base_samples, cand_samples = base_acc["samples"], cand_acc["samples"]
-    if not base_samples or not cand_samples or not base_samples.get("e2e_ms") or not cand_samples.get("e2e_ms"):
-        return _point_checks(level, base, cand, limits) + [_error_check(level, base, cand, limits, settings["confidence"])]
-    checks = []
-    block = level
-    estimates = {
-        "output_tok_s": lambda: _speedup_estimate(base_samples, cand_samples, block),
-        "tpot_ms": lambda: _median_estimate(base_samples, cand_samples, "tpot_ms", block),
-        "ttft_ms": lambda: _median_estimate(base_samples, cand_samples, "ttft_ms", block),
-    }
-    for figure in ("output_tok_s", "tpot_ms", "ttft_ms"):
-        if figure != "output_tok_s" and not (base_samples.get(figure) and cand_samples.get(figure)):
-            continue  # not measured (as today: a missing figure is not checked)
-        if (level, figure) in passed:
-            checks.append(passed[(level, figure)])
-            continue
-        check = _sample_check(level, figure, base[figure], cand[figure], estimates[figure](), limits, settings,
-                              a_keep, settings["futility"])
-        if check["status"] == "pass":
-            passed[(level, figure)] = check
-        checks.append(check)
-    checks.append(_error_check(level, base, cand, limits, settings["confidence"]))
-    return checks
 
 
 def _finish(result, verdict, checks, invalid, base_fig, cand_fig, common):
@@ -774,44 +307,8 @@ def _finish(result, verdict, checks, invalid, base_fig, cand_fig, common):
     result["speedup_ci"] = None if speed is None or invalid else speed.get("ci")
     if verdict != "continue":
         result["next"] = None
-    result["reason"] = _reason(result, verdict, checks, invalid)
-    return _json_safe(result)
-
-
-def _reason(result, verdict, checks, invalid):
-    if verdict == "invalid":
-        parts = ["%s c=%d invalid: %s" % (p["side"], p["level"], p["why"]) for p in invalid]
-        sides = sorted({p["side"] for p in invalid})
-        return "; ".join(parts) + (" - re-measure the baseline" if sides == ["baseline"] else "")
-    if verdict == "keep":
-        # the speed-ups shown, and outputs that differ by the operator's leave (a lossy sampler)
-        shown = [c for c in checks if c["figure"] == "output_tok_s" or (c["figure"] == "outputs" and c["candidate"])]
-        return "; ".join("c=%d %s" % (c["level"], c["why"]) for c in shown)
-    if verdict == "rollback":
-        return "; ".join("c=%d %s" % (c["level"], c["why"]) for c in checks if c["status"] == "fail")
-    pending = [c for c in checks if c["status"] == "open"]
-    figures = " ".join("c=%d" % level for level in sorted(result["requests"]))
-    counts = sorted(set(result["requests"].values()))
-    done = "%s request(s) at %s" % ("/".join(str(n) for n in counts), figures)
-    if verdict == "inconclusive":
-        what = "not shown faster" if any(c["figure"] == "output_tok_s" for c in pending) else "not shown within the thresholds"
-        budget = " (seconds budget %g s)" % result["plan"]["max_seconds"] if result.get("budget") == "seconds" else ""
-        return "%s after %s%s: %s" % (what, done, budget, "; ".join("c=%d %s" % (c["level"], c["why"]) for c in pending))
-    nxt = result["next"]
-    return "round %d, %s; next round %d request(s) at %s: %s" % (
-        result["round"], done, nxt["requests"], ",".join("c=%d" % c for c in nxt["concurrency"]),
-        "; ".join("c=%d %s" % (c["level"], c["why"]) for c in pending))
-
-
-def _json_safe(value):
-    """No inf / NaN in what goes to JSON: None instead."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
-    return value
+    result["reason"] = _verdict_explain.reason(result, verdict, checks, invalid)
+    return _verdict_explain.json_safe(result)
 
 
 # --------------------------------------------------------------------------- host drift
@@ -827,34 +324,28 @@ def drift(before, after, plan_overrides=None):
     """
     settings = plan(plan_overrides)
     shift = math.log1p(settings["host_shift"])
-    accs = []
-    for data in (before, after):
-        acc = {}
-        for rnd in _rounds(data):
-            for level, figures in rnd["levels"].items():
-                _merge(acc.setdefault(level, _new_acc()), figures)
-        accs.append(acc)
+    accs = [_verdict_stats.accumulate(_verdict_stats.rounds_of(data)) for data in (before, after)]
     common = sorted(set(accs[0]) & set(accs[1]))
     if not common:
         raise VerdictError("the two measurements share no concurrency level")
     rows = []
     for level in common:
         one, two = accs[0][level], accs[1][level]
-        fig_one, fig_two = _figures(one), _figures(two)
+        fig_one, fig_two = _verdict_stats.level_figures(one), _verdict_stats.level_figures(two)
         for figure in ("output_tok_s", "tpot_ms"):
             est = None
             if one["samples"] and two["samples"]:
                 if figure == "output_tok_s":
-                    est = _speedup_estimate(one["samples"], two["samples"], level)
+                    est = _verdict_stats.speedup_estimate(one["samples"], two["samples"], level)
                 else:
-                    est = _median_estimate(one["samples"], two["samples"], figure, level)
+                    est = _verdict_stats.median_estimate(one["samples"], two["samples"], figure, level)
             if est is not None:
                 low, high = _stats.interval(est, settings["confidence"])
                 ratio, ci = math.exp(est.value), [math.exp(low), math.exp(high)]
                 beyond = low > shift or high < -shift
             else:
                 a, b = fig_one.get(figure), fig_two.get(figure)
-                if not (_positive(a) and _positive(b)):
+                if not (_verdict_stats.positive(a) and _verdict_stats.positive(b)):
                     continue
                 ratio, ci = b / a, None
                 beyond = abs(math.log(ratio)) > shift
@@ -863,12 +354,12 @@ def drift(before, after, plan_overrides=None):
             rows.append({"level": level, "figure": figure, "ratio": ratio, "ci": ci, "beyond": beyond, "worse": worse})
     moved = [r for r in rows if r["beyond"]]
     reason = "; ".join("c=%d %s after/before x%.3f%s beyond the %g%% host shift allowed" % (
-        r["level"], _label(r["figure"]), r["ratio"], "" if r["ci"] is None else " [%.3f, %.3f]" % tuple(r["ci"]),
+        r["level"], _verdict_explain.label(r["figure"]), r["ratio"], "" if r["ci"] is None else " [%.3f, %.3f]" % tuple(r["ci"]),
         100 * settings["host_shift"]) for r in moved)
     if not moved:
         reason = "within the %g%% host shift: %s" % (100 * settings["host_shift"], "; ".join(
-            "c=%d %s x%.3f" % (r["level"], _label(r["figure"]), r["ratio"]) for r in rows))
-    return _json_safe({"unstable": bool(moved), "regressed": any(r["worse"] for r in rows), "levels": rows,
+            "c=%d %s x%.3f" % (r["level"], _verdict_explain.label(r["figure"]), r["ratio"]) for r in rows))
+    return _verdict_explain.json_safe({"unstable": bool(moved), "regressed": any(r["worse"] for r in rows), "levels": rows,
                        "reason": reason})
 
 
@@ -953,9 +444,9 @@ def baseline_check(stored, settings, max_age=None, now=None, overrides=None, min
 def _stored_check(stored, settings, max_age, now, overrides, min_requests):
     """baseline_check's usable, age_s and why (arguments checked)."""
     out = {"usable": False, "age_s": None}
-    if not isinstance(stored, dict) or not _is_summary(stored.get("summary")) or not stored["summary"]["levels"]:
+    if not isinstance(stored, dict) or not _verdict_stats.is_summary(stored.get("summary")) or not stored["summary"]["levels"]:
         return dict(out, why="no stored baseline")
-    epoch = _float_or_none(stored.get("measured_epoch"))
+    epoch = _verdict_stats.float_or_none(stored.get("measured_epoch"))
     age = None
     if epoch is not None and math.isfinite(epoch):
         age = (time.time() if now is None else float(now)) - epoch
@@ -996,38 +487,3 @@ def _stored_check(stored, settings, max_age, now, overrides, min_requests):
             "c=%d %s" % (p["level"], p["why"]) for p in found))
     return dict(out, usable=True, why="stored baseline, %s old, same settings" % (
         "unknown" if age is None else _hours(max(age, 0.0))))
-
-
-# --------------------------------------------------------------------------- the one verdict line
-
-_WORDS = {"keep": "KEPT", "rollback": "ROLLED BACK", "inconclusive": "INCONCLUSIVE", "invalid": "INVALID",
-          "continue": "MEASURING"}
-
-
-def verdict_line(rec):
-    """The one-line verdict for the job log, the report and the history.
-
-    ``HOST: OUTCOME LABEL on SUITE (xS.SS [LO, HI]) - REASON``; OUTCOME is the record's ``outcome``
-    (kept, rolled_back, unchanged, failed) in capitals, or the verdict's word when there is none. An
-    inconclusive verdict rolled back reads ``ROLLED BACK ... not shown faster ...``. A drift check
-    (``drift``: the result of :func:`drift`) that found the host unstable is appended.
-    """
-    outcome = rec.get("outcome")
-    if outcome:
-        word = str(outcome).upper().replace("_", " ")
-    else:
-        word = _WORDS.get(rec.get("verdict") or rec.get("decision"), str(rec.get("decision", "")).upper())
-    speed = ""
-    if rec.get("speedup") not in (None, ""):
-        speed = " (x%.2f" % float(rec["speedup"])
-        ci = rec.get("speedup_ci")
-        if ci and len(ci) == 2 and None not in ci:
-            speed += " [%.2f, %.2f]" % (float(ci[0]), float(ci[1]))
-        speed += ")"
-    head = "%s: " % rec["host"] if rec.get("host") else ""
-    line = "%s%s %s on %s%s - %s" % (
-        head, word, rec.get("label", "candidate"), rec.get("suite", "-"), speed, rec.get("reason", ""))
-    check = rec.get("drift")
-    if isinstance(check, dict) and check.get("unstable"):
-        line += "; host unstable: %s" % check.get("reason", "")
-    return line

@@ -4,25 +4,19 @@
 from __future__ import annotations
 
 import json
-import math
-import random
 
 import pytest
 
 from ansible_collections.llmops.specdec.plugins.module_utils import _verdict as v
+from ansible_collections.llmops.specdec.plugins.module_utils import _verdict_stats as vs
+from ansible_collections.llmops.specdec.tests.unit.plugins.module_utils.verdict_inputs import level, marginal_rounds, run_of, sampled
 
 
-def level(c, tok_s, tpot, ttft, errors=0, completed=10):
-    # The shape of one entry of spec_bench's bench.levels (RETURN documents it).
-    return {"concurrency": c, "output_tok_s": tok_s, "tpot_ms": {"median": tpot},
-            "ttft_ms": {"median": ttft}, "errors": errors, "ok": completed}
-
-
-BASE = v.summarize({"levels": [level(1, 82.0, 12.2, 50.0), level(8, 500.0, 15.0, 60.0)]})
+BASE = vs.summarize({"levels": [level(1, 82.0, 12.2, 50.0), level(8, 500.0, 15.0, 60.0)]})
 
 
 def test_seed_story_ngram_slower_is_rolled_back_with_the_figures():
-    cand = v.summarize({"levels": [level(1, 41.0, 24.4, 52.0), level(8, 300.0, 26.0, 61.0)]})
+    cand = vs.summarize({"levels": [level(1, 41.0, 24.4, 52.0), level(8, 300.0, 26.0, 61.0)]})
     out = v.decide(BASE, cand)
     assert out["decision"] == "rollback"
     assert out["speedup"] == pytest.approx(0.5)
@@ -31,7 +25,7 @@ def test_seed_story_ngram_slower_is_rolled_back_with_the_figures():
 
 
 def test_clear_win_on_every_level_is_kept():
-    cand = v.summarize({"levels": [level(1, 130.0, 7.6, 55.0), level(8, 600.0, 12.0, 65.0)]})
+    cand = vs.summarize({"levels": [level(1, 130.0, 7.6, 55.0), level(8, 600.0, 12.0, 65.0)]})
     out = v.decide(BASE, cand)
     assert out["decision"] == "keep"
     assert out["speedup"] == pytest.approx(130 / 82)
@@ -39,14 +33,14 @@ def test_clear_win_on_every_level_is_kept():
 
 
 def test_win_single_stream_but_loss_under_load_rolls_back():
-    cand = v.summarize({"levels": [level(1, 130.0, 7.6, 55.0), level(8, 450.0, 16.0, 65.0)]})
+    cand = vs.summarize({"levels": [level(1, 130.0, 7.6, 55.0), level(8, 450.0, 16.0, 65.0)]})
     out = v.decide(BASE, cand)
     assert out["decision"] == "rollback"
     assert out["reason"].startswith("c=8 output 450.0 vs 500.0")
 
 
 def test_errors_above_the_limit_make_the_candidate_invalid_and_roll_back_even_when_faster():
-    cand = v.summarize({"levels": [level(1, 130.0, 7.6, 55.0, errors=1, completed=9),
+    cand = vs.summarize({"levels": [level(1, 130.0, 7.6, 55.0, errors=1, completed=9),
                                    level(8, 600.0, 12.0, 65.0)]})
     out = v.decide(BASE, cand)
     assert (out["decision"], out["verdict"]) == ("rollback", "invalid")
@@ -55,7 +49,7 @@ def test_errors_above_the_limit_make_the_candidate_invalid_and_roll_back_even_wh
 
 
 def test_thresholds_are_overridable_and_only_known_keys():
-    cand = v.summarize({"levels": [level(1, 84.0, 11.9, 50.0), level(8, 510.0, 14.9, 60.0)]})
+    cand = vs.summarize({"levels": [level(1, 84.0, 11.9, 50.0), level(8, 510.0, 14.9, 60.0)]})
     assert v.decide(BASE, cand)["decision"] == "rollback"  # x1.02 < x1.05
     assert v.decide(BASE, cand, {"min_speedup": 1.01})["decision"] == "keep"
     with pytest.raises(v.VerdictError, match="unknown threshold 'speedup'; allowed: max_error_rate"):
@@ -68,23 +62,15 @@ def test_thresholds_are_overridable_and_only_known_keys():
 
 
 def test_levels_must_overlap():
-    cand = v.summarize({"levels": [level(4, 90.0, 11.0, 50.0)]})
+    cand = vs.summarize({"levels": [level(4, 90.0, 11.0, 50.0)]})
     with pytest.raises(v.VerdictError, match="share no concurrency"):
         v.decide(BASE, cand)
-
-
-def test_a_run_where_everything_failed_has_error_rate_one():
-    s = v.summarize({"levels": [level(1, None, None, None, errors=5, completed=0)]})
-    assert s["levels"][1]["error_rate"] == 1.0
-    assert s["levels"][1]["tpot_ms"] is None
-    with pytest.raises(v.VerdictError, match="no levels"):
-        v.summarize({"levels": []})
 
 
 def test_a_baseline_read_back_from_json_compares_like_the_original():
     stored = json.loads(json.dumps(BASE))
     assert set(stored["levels"]) == {"1", "8"}
-    cand = v.summarize({"levels": [level(1, 130.0, 7.6, 55.0), level(8, 600.0, 12.0, 65.0)]})
+    cand = vs.summarize({"levels": [level(1, 130.0, 7.6, 55.0), level(8, 600.0, 12.0, 65.0)]})
     assert v.decide(stored, cand) == v.decide(BASE, cand)
 
 
@@ -130,22 +116,6 @@ def test_plan_defaults_rounds_and_validation():
 
 # --------------------------------------------------------------------------- broken inputs (issue 12, item 7)
 
-def sampled(c, n, e2e_ms=3000.0, tpot=11.5, ttft=50.0, tokens=256, seed=0, jitter=0.05):
-    """A spec_bench level with per-request samples (deterministic jitter)."""
-    rng = random.Random("%s-%s-%s-%s" % (c, n, e2e_ms, seed))
-    js = [math.exp(rng.gauss(0, jitter)) for _draw in range(n)]
-    e2e = [e2e_ms * j for j in js]
-    return {"concurrency": c, "ok": n, "errors": 0, "output_tok_s": c * tokens * n / (sum(e2e) / 1000.0),
-            "duration_s": sum(e2e) / 1000.0 / c, "tpot_ms": {"median": tpot}, "ttft_ms": {"median": ttft},
-            "samples": {"e2e_ms": e2e, "output_tokens": [tokens] * n, "tpot_ms": [tpot * j for j in js],
-                        "ttft_ms": [ttft * math.exp(rng.gauss(0, jitter)) for _draw in range(n)]},
-            "samples_truncated": False}
-
-
-def run_of(*levels, max_tokens=256):
-    return {"max_tokens": max_tokens, "levels": list(levels)}
-
-
 SAMPLED_BASE = run_of(sampled(1, 72), sampled(8, 72, e2e_ms=3500.0))
 
 
@@ -154,7 +124,7 @@ def test_a_baseline_whose_requests_all_failed_is_invalid_not_an_infinite_speedup
     broken = run_of({"concurrency": 1, "ok": 0, "errors": 8, "error_kinds": {"http_5xx": 8}, "output_tok_s": 0.0,
                      "tpot_ms": {"median": None}, "ttft_ms": {"median": None}})
     slow = run_of(dict(sampled(1, 8, e2e_ms=230000.0, tpot=900.0)))
-    for out in (v.decide(broken, slow), v.decide(v.summarize(broken), v.summarize(slow))):
+    for out in (v.decide(broken, slow), v.decide(vs.summarize(broken), vs.summarize(slow))):
         assert (out["decision"], out["verdict"]) == ("rollback", "invalid")
         assert out["invalid"] == [{"side": "baseline", "level": 1, "why": "every request failed (8 error(s): http_5xx=8)"}]
         assert out["speedup"] is None and out["speedup_ci"] is None
@@ -163,8 +133,8 @@ def test_a_baseline_whose_requests_all_failed_is_invalid_not_an_infinite_speedup
 
 
 def test_a_legacy_summary_at_0_tok_s_is_invalid():
-    base = v.summarize({"levels": [level(1, 0.0, 12.0, 50.0)]})
-    out = v.decide(base, v.summarize({"levels": [level(1, 80.0, 12.0, 50.0)]}))
+    base = vs.summarize({"levels": [level(1, 0.0, 12.0, 50.0)]})
+    out = v.decide(base, vs.summarize({"levels": [level(1, 80.0, 12.0, 50.0)]}))
     assert out["verdict"] == "invalid" and out["invalid"][0]["why"] == "0 tok/s"
     json.dumps(out, allow_nan=False)
 
@@ -234,12 +204,6 @@ def test_a_clear_loss_is_rolled_back_after_one_round_naming_the_failing_checks()
     assert out["speedup"] == pytest.approx(0.5, rel=0.03)
 
 
-def marginal_rounds(n_rounds, seed=3):
-    # x1.05 with 5 % jitter: not decided in one round of 24
-    return [run_of(sampled(1, 24, e2e_ms=3000.0 / 1.05, tpot=11.5 / 1.05, seed=seed + k),
-                   sampled(8, 24, e2e_ms=3500.0 / 1.05, tpot=11.5 / 1.05, seed=seed + k)) for k in range(n_rounds)]
-
-
 def test_an_undecided_round_asks_for_the_next_one_and_calling_per_round_equals_one_call():
     rounds = marginal_rounds(3)
     first = v.decide(SAMPLED_BASE, rounds[:1], final=False)
@@ -297,17 +261,8 @@ def test_final_judges_what_it_has_inconclusive_when_undecided():
 def test_same_inputs_same_verdict_and_json_round_trip():
     rounds = marginal_rounds(2)
     one = v.decide(SAMPLED_BASE, rounds, final=False)
-    stored = json.loads(json.dumps(v.summarize(SAMPLED_BASE)))
-    assert v.decide(stored, [json.loads(json.dumps(v.summarize(r))) for r in rounds], final=False) == one
-
-
-def test_summarize_merges_rounds_and_keeps_samples():
-    rounds = marginal_rounds(2)
-    merged = v.summarize(rounds)
-    lv = merged["levels"][1]
-    assert lv["ok"] == 48 and len(lv["samples"]["e2e_ms"]) == 48 and merged["max_tokens"] == 256
-    assert lv["duration_s"] == pytest.approx(sum(r["levels"][0]["duration_s"] for r in rounds))
-    assert lv["tpot_ms"] == pytest.approx(sorted(lv["samples"]["tpot_ms"])[23:25][0], rel=0.01)
+    stored = json.loads(json.dumps(vs.summarize(SAMPLED_BASE)))
+    assert v.decide(stored, [json.loads(json.dumps(vs.summarize(r))) for r in rounds], final=False) == one
 
 
 def test_min_speedup_zero_keeps_anything_that_is_valid():
@@ -316,25 +271,7 @@ def test_min_speedup_zero_keeps_anything_that_is_valid():
     assert out["decision"] == "keep"
 
 
-# --------------------------------------------------------------------------- one verdict line, drift
-
-def test_verdict_line_legacy_record_reads_as_before():
-    rec = {"host": "gpu1", "outcome": "rolled_back", "label": "ngram k=5", "suite": "reasoning", "speedup": 0.5,
-           "reason": "c=1 output 41.0 vs 82.0 tok/s = x0.50, needs >= x1.05"}
-    assert v.verdict_line(rec) == (
-        "gpu1: ROLLED BACK ngram k=5 on reasoning (x0.50) - c=1 output 41.0 vs 82.0 tok/s = x0.50, needs >= x1.05")
-    assert v.verdict_line(dict(rec, outcome="failed", speedup=None, reason="candidate failed")).startswith(
-        "gpu1: FAILED ngram k=5 on reasoning - candidate failed")
-
-
-def test_verdict_line_with_interval_word_from_the_verdict_and_drift():
-    rec = {"host": "gpu1", "label": "ngram k=5", "suite": "reasoning", "speedup": 0.512, "speedup_ci": [0.49, 0.53],
-           "verdict": "inconclusive", "reason": "not shown faster ..."}
-    assert v.verdict_line(rec) == "gpu1: INCONCLUSIVE ngram k=5 on reasoning (x0.51 [0.49, 0.53]) - not shown faster ..."
-    rec.update(outcome="rolled_back", drift={"unstable": True, "reason": "c=1 output tok/s after/before x0.930"})
-    assert v.verdict_line(rec) == ("gpu1: ROLLED BACK ngram k=5 on reasoning (x0.51 [0.49, 0.53]) - not shown faster ...; "
-                                   "host unstable: c=1 output tok/s after/before x0.930")
-
+# --------------------------------------------------------------------------- drift
 
 def test_drift_flags_a_host_that_moved_beyond_the_allowed_shift():
     same = run_of(sampled(1, 72, seed=9), sampled(8, 72, e2e_ms=3500.0, seed=9))
@@ -347,7 +284,7 @@ def test_drift_flags_a_host_that_moved_beyond_the_allowed_shift():
     assert "beyond the 2% host shift allowed" in moved["reason"]
     assert {(r["level"], r["figure"]) for r in moved["levels"] if r["beyond"]} == {(1, "output_tok_s"), (1, "tpot_ms")}
     # without samples: the point ratio against the same band
-    assert v.drift(BASE, v.summarize({"levels": [level(1, 70.0, 12.2, 50.0), level(8, 500.0, 15.0, 60.0)]}))["unstable"]
+    assert v.drift(BASE, vs.summarize({"levels": [level(1, 70.0, 12.2, 50.0), level(8, 500.0, 15.0, 60.0)]}))["unstable"]
 
 
 def test_drift_says_whether_the_host_moved_to_the_slow_side():
@@ -365,7 +302,7 @@ SETTINGS = {"host": "gpu1", "engine": "vllm", "model": "m", "suite": "reasoning"
 
 
 def stored_baseline(**over):
-    out = {"measured_epoch": 1000.0, "settings": dict(SETTINGS), "summary": v.summarize(SAMPLED_BASE)}
+    out = {"measured_epoch": 1000.0, "settings": dict(SETTINGS), "summary": vs.summarize(SAMPLED_BASE)}
     out.update(over)
     return json.loads(json.dumps(out))  # as read back from the host
 
@@ -444,14 +381,14 @@ def test_missing_baseline_is_measure_or_fail_and_fail_needs_the_names_for_its_me
 def test_a_stored_baseline_needs_samples_enough_requests_and_no_problems():
     legacy = stored_baseline(summary=BASE)
     assert v.baseline_check(legacy, SETTINGS, now=1000.0)["why"] == "the stored baseline has no per-request samples at c=1"
-    few = stored_baseline(summary=v.summarize(run_of(sampled(1, 24), sampled(8, 24))))
+    few = stored_baseline(summary=vs.summarize(run_of(sampled(1, 24), sampled(8, 24))))
     assert v.baseline_check(few, SETTINGS, now=1000.0, min_requests=72)["why"] == (
         "the stored baseline has 24 request(s) at c=1, the plan measures 72")
     # min_waves (not compared as a setting): at least that many waves of each level.
     assert v.baseline_check(few, dict(SETTINGS, min_waves=3), now=1000.0, min_requests=24)["usable"] is True
     assert v.baseline_check(few, dict(SETTINGS, min_waves=8), now=1000.0, min_requests=24)["why"] == (
         "the stored baseline has 24 request(s) at c=8, the plan measures 64")
-    erroring = v.summarize(SAMPLED_BASE)
+    erroring = vs.summarize(SAMPLED_BASE)
     erroring["levels"][8] = dict(erroring["levels"][8], errors=8, error_rate=0.1)
     out = v.baseline_check(stored_baseline(summary=erroring), SETTINGS, now=1000.0)
     assert out["usable"] is False and out["why"].startswith("the stored baseline cannot be judged: c=8 errors 10.0%")

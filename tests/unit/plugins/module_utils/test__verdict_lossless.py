@@ -11,6 +11,7 @@ import pytest
 
 from ansible_collections.llmops.specdec.plugins.module_utils import _bench_outputs as bo
 from ansible_collections.llmops.specdec.plugins.module_utils import _verdict as v
+from ansible_collections.llmops.specdec.plugins.module_utils import _verdict_stats as vs
 from ansible_collections.llmops.specdec.plugins.module_utils import _verdict_lossless as vl
 
 TEXT = "".join(" word%d" % i for i in range(60))   # 60 words, 426 characters
@@ -127,7 +128,7 @@ def bench(tok_s, texts):
 
 
 def test_a_faster_candidate_whose_outputs_differ_is_rolled_back_first():
-    base = v.summarize(bench(80.0, [TEXT] * 8))
+    base = vs.summarize(bench(80.0, [TEXT] * 8))
     assert base["outputs"]["prompts"][0]["sha256"] == bo.digest(TEXT)["sha256"]   # the stored baseline keeps them
     same = v.decide(base, bench(120.0, [TEXT] * 8))
     assert same["decision"] == "keep" and same["lossless"]["rate"] == 0.0
@@ -146,7 +147,7 @@ def test_a_faster_candidate_whose_outputs_differ_is_rolled_back_first():
 
 
 def test_without_digests_on_a_side_the_verdict_is_as_before_and_says_why():
-    base = v.summarize({"levels": [level(1, 80.0), level(8, 480.0)]})
+    base = vs.summarize({"levels": [level(1, 80.0), level(8, 480.0)]})
     out = v.decide(base, bench(120.0, [TEXT] * 8))
     assert out["decision"] == "keep" and "no output digests" in out["lossless"]["skipped"]
     assert all(c["figure"] != "outputs" for c in out["checks"])
@@ -163,7 +164,7 @@ def test_a_stored_baseline_without_digests_does_not_stand_while_the_check_is_on(
                 "concurrency": [1, 8], "max_tokens": 256, "warmup": 1, "ignore_eos": True, "unit_sha256": "x"}
     samples = {"e2e_ms": [100.0] * 24, "output_tokens": [256] * 24, "tpot_ms": [10.0] * 24, "ttft_ms": [50.0] * 24}
     levels = {"1": dict(level(1, 80.0), samples=samples), "8": dict(level(8, 480.0), samples=samples)}
-    stored = {"measured_epoch": 1000.0, "settings": settings, "summary": v.summarize({"levels": list(levels.values())})}
+    stored = {"measured_epoch": 1000.0, "settings": settings, "summary": vs.summarize({"levels": list(levels.values())})}
     for lv in stored["summary"]["levels"].values():
         lv["samples"] = samples
     on = dict(settings, lossless_prompts=8)
@@ -201,7 +202,7 @@ def test_report_and_textfile_carry_the_divergence():
     from ansible_collections.llmops.specdec.plugins.module_utils import _prom, _report
     cand = [TEXT] * 8
     cand[6] = changed(TEXT, 100)
-    verdict = v.decide(v.summarize(bench(80.0, [TEXT] * 8)), bench(120.0, cand))
+    verdict = v.decide(vs.summarize(bench(80.0, [TEXT] * 8)), bench(120.0, cand))
     rec = {"host": "gpu1", "engine": "vllm", "model": "m", "suite": "reasoning", "label": "eagle3 k=3",
            "candidate": {"method": "eagle3"}, "outcome": "rolled_back", "decision": "rollback",
            "reason": verdict["reason"], "speedup": verdict["speedup"], "lossless": verdict["lossless"],

@@ -15,6 +15,8 @@ import random
 
 from ansible_collections.llmops.specdec.plugins.module_utils import _stats
 from ansible_collections.llmops.specdec.plugins.module_utils import _verdict as v
+from ansible_collections.llmops.specdec.plugins.module_utils import _verdict_explain as e
+from ansible_collections.llmops.specdec.plugins.module_utils import _verdict_stats as vs
 
 SIMS = 1000
 SIGMA = math.sqrt(math.log(1 + 0.05 ** 2))
@@ -101,7 +103,7 @@ def test_inconclusive_after_the_budget_rolls_back_saying_not_shown_faster_with_t
     assert found["reason"].startswith("not shown faster after %d request(s) at c=1: c=1 output " % PLAN["max_requests"])
     low, high = found["speedup_ci"]
     assert "x%.2f [%.2f, %.2f]" % (found["speedup"], low, high) in found["reason"]
-    line = v.verdict_line(dict(found, host="h", label="ngram k=4", suite="chat", outcome="rolled_back"))
+    line = e.verdict_line(dict(found, host="h", label="ngram k=4", suite="chat", outcome="rolled_back"))
     assert line.startswith("h: ROLLED BACK ngram k=4 on chat (x%.2f [%.2f, %.2f]) - not shown faster" % (found["speedup"], low, high))
 
 
@@ -120,7 +122,7 @@ def test_early_stopping_does_not_inflate_the_keep_error():
         sequential += v.decide(base, rounds, final=False)["verdict"] == "keep"
         for k in range(1, len(rounds) + 1):
             # all rounds so far as one measurement, judged as if it were the only one (full alpha)
-            check = v.decide(base, v.summarize(rounds[:k]), final=True)
+            check = v.decide(base, vs.summarize(rounds[:k]), final=True)
             if check["verdict"] == "keep":
                 naive += 1
                 break
