@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 import time
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _bench_outputs, _stats, _verdict_explain, _verdict_lossless, _verdict_stats
+from ansible_collections.llmops.specdec.plugins.module_utils import _bench_outputs, _stats, _verdict_explain, _verdict_guardrails, _verdict_lossless, _verdict_stats
 
 DEFAULT_THRESHOLDS = {
     # Speculation costs draft GPU time and memory; keep it only for a clear win.
@@ -44,6 +44,8 @@ DEFAULT_THRESHOLDS = {
     # speculation is lossless and both sides decode one sequence at a time, so none by default.
     "max_output_divergence": 0.0,
 }
+# The guardrails' (_verdict_guardrails): max_ttft_tail_regression, max_prefix_cache_drop.
+DEFAULT_THRESHOLDS.update(_verdict_guardrails.DEFAULT_THRESHOLDS)
 
 # How the verdict is reached; docs/verdict.md derives the defaults and their operating characteristics.
 DEFAULT_PLAN = {
@@ -69,6 +71,8 @@ DEFAULT_PLAN = {
     # Level of the intervals shown (verdict line, report, JSON).
     "confidence": 0.95,
 }
+# The guardrails' (_verdict_guardrails): guardrail_alpha, each guardrail's false-stop probability at each level.
+DEFAULT_PLAN.update(_verdict_guardrails.DEFAULT_PLAN)
 
 _PLAN_INTS = ("first_round", "round_requests", "max_requests", "baseline_requests")
 
@@ -113,7 +117,7 @@ def thresholds(overrides=None):
         value = _number("threshold", key, value)
         if value < 0:
             raise VerdictError("threshold %s must be >= 0, got %s" % (key, value))
-        if key in ("max_error_rate", "max_output_divergence") and value > 1:
+        if key in ("max_error_rate", "max_output_divergence", "max_prefix_cache_drop") and value > 1:
             raise VerdictError("threshold %s is a share and must be <= 1, got %s" % (key, value))
         merged[key] = value
     return merged
@@ -145,7 +149,7 @@ def at_level(limits, level):
 _PLAN_RANGES = {
     "alpha": (0.0, 0.5, False), "futility": (0.0, 0.5, True), "speedup_tolerance": (0.0, None, True),
     "host_shift": (0.0, 0.5, True), "spending": (0.0, None, False), "confidence": (0.5, 1.0, False),
-    "max_seconds": (0.0, None, False),
+    "max_seconds": (0.0, None, False), "guardrail_alpha": (0.0, 0.5, False),
 }
 
 
@@ -251,17 +255,28 @@ def decide(baseline, candidate, overrides=None, plan_overrides=None, max_tokens=
         is_final = planned_final or (final and last_given) or k >= len(settings["rounds"])
         a_keep = _verdict_stats.alpha_by(settings, k, is_final)
         cand_fig = {level: _verdict_stats.level_figures(cand_acc[level]) for level in common}
-        invalid_now = invalid + [
-            {"side": "candidate", "level": level, "why": why}
-            for level in common for why in _verdict_stats.level_problems(cand_fig[level], cand_acc[level], at_level(limits, level), limit_tokens)]
+        # Before the last look the candidate's error rate is the error guardrail's (an always-valid bound), not
+        # the point rule's: an early look at a few requests must not stop a candidate within the limit.
+        other_problems = invalid + _candidate_problems(common, cand_fig, cand_acc, limits, limit_tokens, point_errors=False)
+        invalid_now = other_problems if not is_final else (
+            invalid + _candidate_problems(common, cand_fig, cand_acc, limits, limit_tokens, point_errors=True))
         result.update(round=k, requests={level: cand_fig[level]["ok"] + cand_fig[level]["errors"] for level in common},
                       elapsed_s=_verdict_stats.elapsed(cand_acc))
         lossless = _verdict_lossless.compare(base_outputs, _verdict_lossless.merge([r.get("outputs") for r in cand_rounds[:k]]),
                                              limits["max_output_divergence"], lossy)
         result["lossless"] = lossless
+        guard = _verdict_guardrails.check(_verdict_guardrails.inputs(common, base_acc, cand_acc, base_rounds, cand_rounds[:k]),
+                                          lambda level: at_level(limits, level), settings["guardrail_alpha"])
+        result["guardrails"] = guard
+        if guard["fired"] and not other_problems:
+            # a guardrail fired: stop now, whichever look this is; the guardrail is the reason (before the
+            # point rule on errors of the last look)
+            result["guardrail"] = guard["fired"][0]["figure"]
+            return _finish(result, "rollback", guard["fired"], [], base_fig, cand_fig, common)
         if invalid_now:
             return _finish(result, "invalid", [], invalid_now, base_fig, cand_fig, common)
         checks = [c for c in [_verdict_lossless.as_check(lossless)] if c is not None]
+        checks.extend(row for row in guard["checks"] if row["status"] == "open")  # errors above the limit block a keep
         for level in common:
             checks.extend(_verdict_stats.level_checks(level, base_fig[level], cand_fig[level], base_acc[level], cand_acc[level],
                                         at_level(limits, level), settings, a_keep, passed))
@@ -288,6 +303,19 @@ def decide(baseline, candidate, overrides=None, plan_overrides=None, max_tokens=
         if last_given:
             return _finish(result, "continue", checks, [], base_fig, cand_fig, common)
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _candidate_problems(common, cand_fig, cand_acc, limits, limit_tokens, point_errors):
+    """The candidate's problems (``_verdict_stats.level_problems``); without ``point_errors`` an error rate above
+    ``max_error_rate`` is not one (the error guardrail judges it)."""
+    out = []
+    for level in common:
+        level_limits = at_level(limits, level)
+        if not point_errors:
+            level_limits["max_error_rate"] = 1.0
+        out.extend({"side": "candidate", "level": level, "why": why}
+                   for why in _verdict_stats.level_problems(cand_fig[level], cand_acc[level], level_limits, limit_tokens))
+    return out
 
 
 def _finish(result, verdict, checks, invalid, base_fig, cand_fig, common):

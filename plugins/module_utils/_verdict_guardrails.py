@@ -25,8 +25,8 @@ Per concurrency level, from the candidate's rounds so far:
   falls below (1 - ``max_prefix_cache_drop``) times the baseline's over at least ``MIN_PREFIX_QUERIES``
   queried tokens. The failure it is for is a collapse (to near 0: vLLM issues 54360, 53670).
 
-Each row is a verdict check (``figure`` ``guardrail_*``), ``status`` ``fail`` (fired), ``pass`` or
-``pass`` (not fired so far); the verdict rolls back in the round one fires, with its ``why`` first.
+Each row is a verdict check (``figure`` ``guardrail_*``), ``status`` ``fail`` (fired), ``pass`` (not fired so far) or ``open`` (errors above the limit, not shown yet); the verdict rolls back in
+the round one fires, with its ``why`` first.
 
 Standard library only.
 """
@@ -131,13 +131,20 @@ def _row(level, figure, status, why, **figures):
 
 
 def error_check(level, errors, requests, limit, alpha):
-    """The error-rate guardrail of one level (``errors`` of ``requests`` so far)."""
+    """The error-rate guardrail of one level (``errors`` of ``requests`` so far).
+
+    ``fail`` when the always-valid bound shows the rate above ``limit``; ``open`` when the rate is above it but
+    not shown yet (the candidate cannot be kept, and is measured on: the point rule judges it at the last look);
+    else ``pass``.
+    """
     rate = errors / float(requests) if requests else 0.0
     bound = lower_bound(errors, requests, alpha)
     fired = requests > 0 and fires(errors, requests, limit, alpha)
-    why = "guardrail error rate: %d/%d errors (%.1f%%), always-valid lower bound %.1f%% %s the limit %.1f%%" % (
-        errors, requests, 100 * rate, 100 * bound, ">" if fired else "<=", 100 * limit)
-    return _row(level, "guardrail_error_rate", "fail" if fired else "pass", why, candidate=rate, bound=bound,
+    status = "fail" if fired else ("open" if rate > limit else "pass")
+    why = "guardrail error rate: %d/%d errors (%.1f%%), always-valid lower bound %.1f%% %s the limit %.1f%%%s" % (
+        errors, requests, 100 * rate, 100 * bound, ">" if fired else "<=", 100 * limit,
+        ", above it but not shown yet" if status == "open" else "")
+    return _row(level, "guardrail_error_rate", status, why, candidate=rate, bound=bound,
                 limit=limit, events=errors, trials=requests)
 
 
@@ -202,6 +209,20 @@ def prefix_check(level, base, cand, drop):
         why += "; not judged below %d queried tokens" % MIN_PREFIX_QUERIES
     return _row(level, "guardrail_prefix_cache", "fail" if fired else "pass", why, baseline=b[2], candidate=c[2],
                 ratio=(c[2] / b[2]) if b[2] else None, limit=1.0 - drop, method="counters")
+
+
+def inputs(levels, base_acc, cand_acc, base_rounds, cand_rounds):
+    """The per-level inputs of :func:`check` from the verdict's accumulators (``_verdict_stats``) and round summaries."""
+    out = {}
+    for level in levels:
+        base_samples, cand_samples = base_acc[level].get("samples") or {}, cand_acc[level].get("samples") or {}
+        out[level] = {
+            "errors": cand_acc[level]["errors"], "requests": cand_acc[level]["ok"] + cand_acc[level]["errors"],
+            "base_ttft": base_samples.get("ttft_ms"), "cand_ttft": cand_samples.get("ttft_ms"),
+            "base_prefix": merge_prefix([r["levels"][level].get("prefix_cache") for r in base_rounds if level in r["levels"]]),
+            "cand_prefix": merge_prefix([r["levels"][level].get("prefix_cache") for r in cand_rounds if level in r["levels"]]),
+        }
+    return out
 
 
 def check(levels, limits_at, alpha):
