@@ -8,6 +8,7 @@ import random
 
 import pytest
 
+from ansible_collections.llmops.specdec.plugins.module_utils import _prom, _report
 from ansible_collections.llmops.specdec.plugins.module_utils import _verdict as v
 from ansible_collections.llmops.specdec.plugins.module_utils import _verdict_guardrails as g
 from ansible_collections.llmops.specdec.plugins.module_utils import _verdict_stats
@@ -215,3 +216,29 @@ def test_guardrail_settings_are_thresholds_and_a_plan_setting():
     ttft = cand["levels"][0]["samples"]["ttft_ms"]
     cand["levels"][0]["samples"]["ttft_ms"] = ttft[:12] + [t * 5 for t in ttft[12:]]
     assert "guardrail" not in v.decide(BASE, [cand], {"max_ttft_tail_regression": 9}, final=False)
+
+
+def test_the_verdict_line_report_and_textfile_say_which_guardrail_decided_with_its_figures():
+    base = run_of(dict(sampled(1, 72), prefix_cache={"source": "metrics", "hits": 9000, "queries": 10000,
+                                                    "hit_rate": 0.9, "error": None}),
+                  sampled(8, 72, e2e_ms=3500.0))
+    cand = faster(prefix_cache={"source": "metrics", "hits": 34, "queries": 3400, "hit_rate": 0.01, "error": None})
+    verdict = v.decide(base, [cand], final=False)
+    rec = {"host": "gpu1", "suite": "reasoning", "label": "mtp k=1", "candidate": {"method": "mtp"},
+           "outcome": "rolled_back", "decision": "rollback", "reason": verdict["reason"], "speedup": verdict["speedup"],
+           "guardrails": verdict["guardrails"], "guardrail": verdict["guardrail"], "baseline": None, "result": None}
+    assert _report.verdict_line(rec).startswith("gpu1: ROLLED BACK mtp k=1 on reasoning (x1.1")
+    assert _report.verdict_line(rec).endswith(" - c=1 guardrail prefix-cache hit rate: 1.0% vs the baseline's 90.0% over "
+                                        "3400 queried tokens, below 45.0% (50% of the baseline's)")
+    md = _report.markdown([rec], "now")
+    assert "## Guardrails" in md
+    assert "- gpu1 mtp k=1: STOPPED - c=1 guardrail prefix-cache hit rate: 1.0% vs the baseline's 90.0%" in md
+    text = _prom.switch_textfile(rec, 0)
+    assert 'llmops_specdec_switch_guardrail_fired{method="mtp",suite="reasoning",concurrency="1",guardrail="prefix_cache"} 1' in text
+    assert 'llmops_specdec_switch_guardrail_fired{method="mtp",suite="reasoning",concurrency="8",guardrail="error_rate"} 0' in text
+    assert ('llmops_specdec_switch_prefix_cache_hit_ratio{method="mtp",suite="reasoning",concurrency="1",role="candidate"} 0.01'
+            in text)
+    held = dict(rec, guardrails=v.decide(BASE, [faster()], final=False)["guardrails"], guardrail=None)
+    line = [row for row in _report.markdown([held], "now").splitlines() if row.startswith("- gpu1 mtp k=1: held")]
+    assert line and "c=1 guardrail error rate: 0/24 errors (0.0%)" in line[0] and "c=8 guardrail TTFT p90: 0/24" in line[0]
+    assert "guardrail_fired{" in _prom.switch_textfile(held, 0) and "} 1" not in _prom.switch_textfile(held, 0).split("guardrail_fired")[-1]
