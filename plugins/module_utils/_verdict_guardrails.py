@@ -22,8 +22,8 @@ Per concurrency level, from the candidate's rounds so far:
 - **prefix-cache hit rate** (``prefix_cache`` of a level, read from the engine's own counters through its
   adapter): the candidate's hit rate against the baseline's. The counters count tokens, which are not
   independent trials, so this one is a point rule with a floor on the volume: it fires when the hit rate
-  falls below (1 - ``max_prefix_cache_drop``) times the baseline's over at least ``MIN_PREFIX_QUERIES``
-  queried tokens. The failure it is for is a collapse (to near 0: vLLM issues 54360, 53670).
+  falls below (1 - ``max_prefix_cache_drop``) times the baseline's over at least ``MIN_PREFIX_REQUESTS``
+  candidate requests. The failure it is for is a collapse (to near 0: vLLM issues 54360, 53670).
 
 Each row is a verdict check (``figure`` ``guardrail_*``), ``status`` ``fail`` (fired), ``pass`` (not fired so far) or ``open`` (errors above the limit, not shown yet); the verdict rolls back in
 the round one fires, with its ``why`` first.
@@ -51,9 +51,9 @@ DEFAULT_PLAN = {"guardrail_alpha": 0.01}
 TAIL = 0.9
 # Fewest candidate TTFT samples a tail check is made on; below it the row is open.
 MIN_TAIL_SAMPLES = 8
-# Fewest prefix-cache queries (tokens) on the candidate's side before its hit rate is judged, and the
-# lowest baseline hit rate worth guarding (below it there is nothing to lose).
-MIN_PREFIX_QUERIES = 1000
+# Fewest candidate requests of a level before its hit rate is judged, and the lowest baseline hit rate worth
+# guarding (below it there is nothing to lose).
+MIN_PREFIX_REQUESTS = 16
 MIN_BASE_HIT_RATE = 0.1
 
 
@@ -193,20 +193,21 @@ def merge_prefix(entries):
     return dict(usable[-1])
 
 
-def prefix_check(level, base, cand, drop):
-    """The prefix-cache guardrail of one level (None when either side has no figure)."""
+def prefix_check(level, base, cand, drop, requests):
+    """The prefix-cache guardrail of one level after ``requests`` candidate requests (None when either side has
+    no figure)."""
     b, c = hit_rate(base), hit_rate(cand)
     if b is None or c is None:
         return None
     floor = (1.0 - drop) * b[2]
     queries = c[1]
-    enough = queries is None or queries >= MIN_PREFIX_QUERIES
+    enough = requests >= MIN_PREFIX_REQUESTS
     fired = b[2] >= MIN_BASE_HIT_RATE and enough and c[2] < floor
     volume = "" if queries is None else " over %d queried tokens" % queries
     why = "guardrail prefix-cache hit rate: %.1f%% vs the baseline's %.1f%%%s, %s %.1f%% (%.0f%% of the baseline's)" % (
         100 * c[2], 100 * b[2], volume, "below" if fired else "allowed down to", 100 * floor, 100 * (1.0 - drop))
     if not enough:
-        why += "; not judged below %d queried tokens" % MIN_PREFIX_QUERIES
+        why += "; not judged before %d requests" % MIN_PREFIX_REQUESTS
     return _row(level, "guardrail_prefix_cache", "fail" if fired else "pass", why, baseline=b[2], candidate=c[2],
                 ratio=(c[2] / b[2]) if b[2] else None, limit=1.0 - drop, method="counters")
 
@@ -239,7 +240,8 @@ def check(levels, limits_at, alpha):
                                 limits["max_error_rate"], alpha))
         rows.append(ttft_tail_check(level, data.get("base_ttft"), data.get("cand_ttft"),
                                     limits["max_ttft_tail_regression"], alpha))
-        prefix = prefix_check(level, data.get("base_prefix"), data.get("cand_prefix"), limits["max_prefix_cache_drop"])
+        prefix = prefix_check(level, data.get("base_prefix"), data.get("cand_prefix"), limits["max_prefix_cache_drop"],
+                              int(data.get("requests") or 0))
         if prefix is not None:
             rows.append(prefix)
     return {"checks": rows, "fired": [row for row in rows if row["status"] == "fail"], "alpha": alpha}

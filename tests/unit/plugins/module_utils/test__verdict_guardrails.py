@@ -104,16 +104,17 @@ def test_the_ttft_tail_guardrail_fires_on_a_slow_tail_and_holds_on_a_median_shif
 def test_the_prefix_cache_guardrail_fires_on_a_collapse():
     base = {"hits": 9000, "queries": 10000, "hit_rate": 0.9}
     collapsed = {"hits": 40, "queries": 10000, "hit_rate": 0.004}
-    row = g.prefix_check(1, base, collapsed, 0.5)
+    row = g.prefix_check(1, base, collapsed, 0.5, 24)
     assert row["status"] == "fail"
     assert row["why"] == ("guardrail prefix-cache hit rate: 0.4% vs the baseline's 90.0% over 10000 queried tokens, "
                           "below 45.0% (50% of the baseline's)")
-    assert g.prefix_check(1, base, {"hits": 8000, "queries": 10000, "hit_rate": 0.8}, 0.5)["status"] == "pass"
-    # too little volume, a baseline with nothing to lose, or no figures: not fired / no row
-    assert g.prefix_check(1, base, {"hits": 0, "queries": 500, "hit_rate": 0.0}, 0.5)["status"] == "pass"
-    assert g.prefix_check(1, {"hits": 5, "queries": 10000, "hit_rate": 0.0005}, collapsed, 0.5)["status"] == "pass"
-    assert g.prefix_check(1, None, collapsed, 0.5) is None
-    assert g.prefix_check(1, base, {"error": "GET /metrics failed"}, 0.5) is None
+    assert g.prefix_check(1, base, {"hits": 8000, "queries": 10000, "hit_rate": 0.8}, 0.5, 24)["status"] == "pass"
+    # too few requests, a baseline with nothing to lose, or no figures: not fired / no row
+    few = g.prefix_check(1, base, {"hits": 0, "queries": 500, "hit_rate": 0.0}, 0.5, 8)
+    assert few["status"] == "pass" and few["why"].endswith("; not judged before 16 requests")
+    assert g.prefix_check(1, {"hits": 5, "queries": 10000, "hit_rate": 0.0005}, collapsed, 0.5, 24)["status"] == "pass"
+    assert g.prefix_check(1, None, collapsed, 0.5, 24) is None
+    assert g.prefix_check(1, base, {"error": "GET /metrics failed"}, 0.5, 24) is None
 
 
 def test_prefix_cache_rounds_are_merged_by_their_counters():
