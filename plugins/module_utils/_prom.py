@@ -278,6 +278,7 @@ def switch_textfile(record, timestamp):
     ``..._switch_load_seconds{method,suite,phase}`` (the candidate's start, docs/load.md),
     ``..._switch_guardrail_fired{method,suite,concurrency,guardrail}`` and
     ``..._switch_prefix_cache_hit_ratio{method,suite,concurrency,role}`` (the verdict's guardrails),
+    ``..._switch_wake_probe_collapsed{suite}`` (the wake probe of a parked baseline, when judged),
     ``..._switch_host_unstable{suite}`` and ``..._switch_drift_ratio{suite,concurrency}``
     (the restored configuration over the baseline, after a rollback).
     """
@@ -320,6 +321,11 @@ def switch_textfile(record, timestamp):
             for role, key in (('candidate', 'candidate'), ('baseline', 'baseline')) if _figure(row.get(key))]
     _family(out, 'llmops_specdec_switch_prefix_cache_hit_ratio', 'Prefix-cache hit rate over the benchmark, from the '
             'engine\'s own counters (hit tokens / queried tokens).', hits)
+    probe = (record.get('park') or {}).get('wake_probe') if isinstance(record.get('park'), dict) else None
+    if isinstance(probe, dict) and probe.get('judged'):
+        _family(out, 'llmops_specdec_switch_wake_probe_collapsed', '1 when the woken baseline\'s speculative acceptance '
+                'collapsed against the probe before parking (it was restarted instead), 0 when it held.',
+                [(suite, 1 if probe.get('collapsed') else 0)])
     load = record.get('load') or {}
     phases = [(judged + [('phase', phase)], load[phase])
               for phase in ('weights', 'compile', 'graph_capture', 'kv_profile', 'other', 'total') if _figure(load.get(phase))]

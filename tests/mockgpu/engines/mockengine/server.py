@@ -635,6 +635,8 @@ class _Generation:
                 with stats.lock:
                     running = stats.running
                 seconds, accepted = self.dec.step(running)
+                if st.park is not None and st.park.draft_lost:  # fault draft_lost_on_wake: every draft rejected
+                    accepted = 0
                 emit = min(1 + accepted, self.limit - produced)
                 deadline += seconds
                 self._sleep_until(deadline)
