@@ -205,7 +205,8 @@ def problems(summary, overrides=None, max_tokens=None, side="baseline"):
 
 # --------------------------------------------------------------------------- the sequential verdict
 
-def decide(baseline, candidate, overrides=None, plan_overrides=None, max_tokens=None, final=True, lossy=False):
+def decide(baseline, candidate, overrides=None, plan_overrides=None, max_tokens=None, final=True, lossy=False,
+           prior_acceptance=None):
     """Judge candidate rounds against the baseline.
 
     baseline: a bench result or summary (or a list of them, merged). candidate: the same, or a list of
@@ -221,6 +222,10 @@ def decide(baseline, candidate, overrides=None, plan_overrides=None, max_tokens=
     baseline's, per prompt), or ``{"skipped": why}``; it is the first check, and a failed one rolls back
     ("outputs differ from the baseline"). ``lossy``: the operator's opt-in for a sampler that is lossy by
     design; its divergence is reported, never a reason to roll back.
+
+    ``guardrails`` (``_verdict_guardrails.check``): every guardrail of this look; one that fired rolls back at
+    once (``guardrail`` names it). ``prior_acceptance``: what the same method showed before
+    (``_verdict_guardrails.prior_acceptance``), for the acceptance guardrail.
     """
     limits = thresholds(overrides)
     settings = plan(plan_overrides)
@@ -266,7 +271,10 @@ def decide(baseline, candidate, overrides=None, plan_overrides=None, max_tokens=
                                              limits["max_output_divergence"], lossy)
         result["lossless"] = lossless
         guard = _verdict_guardrails.check(_verdict_guardrails.inputs(common, base_acc, cand_acc, base_rounds, cand_rounds[:k]),
-                                          lambda level: at_level(limits, level), settings["guardrail_alpha"])
+                                          lambda level: at_level(limits, level), settings["guardrail_alpha"],
+                                          prior_acceptance, [dict(r["levels"][lv], concurrency=lv) for r in cand_rounds[:k]
+                                                             for lv in common if lv in r["levels"]],
+                                          len(settings["rounds"]))
         result["guardrails"] = guard
         if guard["fired"] and not other_problems:
             # a guardrail fired: stop now, whichever look this is; the guardrail is the reason (before the

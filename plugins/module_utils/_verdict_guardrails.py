@@ -25,6 +25,12 @@ Per concurrency level, from the candidate's rounds so far:
   falls below (1 - ``max_prefix_cache_drop``) times the baseline's over at least ``MIN_PREFIX_REQUESTS``
   candidate requests. The failure it is for is a collapse (to near 0: vLLM issues 54360, 53670).
 
+- **acceptance per position** against what the same method showed before (``prior``: the acceptance of the
+  latest record of the same method, engine, model and suite on this host, :func:`prior_acceptance`): the
+  nightly watch's per-position test (``_watch.judge``) at ``guardrail_alpha`` split over the planned looks (a
+  union bound: valid for the plan's looks, not for unplanned ones), with a smallest drop of ``ACCEPT_DROP``.
+  A draft that stopped working (a broken draft head, a tokenizer mismatch after an upgrade) shows here first.
+
 Each row is a verdict check (``figure`` ``guardrail_*``), ``status`` ``fail`` (fired), ``pass`` (not fired so far) or ``open`` (errors above the limit, not shown yet); the verdict rolls back in
 the round one fires, with its ``why`` first.
 
@@ -35,6 +41,13 @@ from __future__ import annotations
 import math
 
 from ansible_collections.llmops.specdec.plugins.module_utils import _stats
+
+
+def _watch():
+    """The acceptance watch's module, imported when the acceptance guardrail runs (a verdict filter that does not
+    compare acceptance imports no more than it runs: tests/unit/plugins/filter/test_filter_lookup_imports.py)."""
+    from ansible_collections.llmops.specdec.plugins.module_utils import _watch as watch  # pylint: disable=import-outside-toplevel
+    return watch
 
 # The thresholds the guardrails add to the verdict's (``_verdict.DEFAULT_THRESHOLDS``).
 DEFAULT_THRESHOLDS = {
@@ -55,6 +68,10 @@ MIN_TAIL_SAMPLES = 8
 # guarding (below it there is nothing to lose).
 MIN_PREFIX_REQUESTS = 16
 MIN_BASE_HIT_RATE = 0.1
+# Smallest absolute drop of a draft position's acceptance against the same method's earlier record that stops a
+# candidate, and fewest drafts on either side.
+ACCEPT_DROP = 0.15
+ACCEPT_MIN_DRAFTS = 50
 
 
 def log_mixture(k, n, p0):
@@ -226,11 +243,53 @@ def inputs(levels, base_acc, cand_acc, base_rounds, cand_rounds):
     return out
 
 
-def check(levels, limits_at, alpha):
+def _same(a, b):
+    return isinstance(a, dict) and isinstance(b, dict) and {k: v for k, v in a.items() if v is not None} == {
+        k: v for k, v in b.items() if v is not None}
+
+
+def prior_acceptance(records, engine, model, suite, spec):
+    """The acceptance the same method showed before: from the latest of ``records`` (history, oldest first) of the
+    same engine, served model, suite and candidate spec with counted drafts, ``{"at", "label", "outcome",
+    "acceptance"}``; None without one."""
+    for rec in reversed([r for r in records or [] if isinstance(r, dict)]):
+        acc = rec.get("acceptance")
+        if (rec.get("engine") == engine and rec.get("model") == model and rec.get("suite") == suite
+                and _same(rec.get("candidate"), spec) and isinstance(acc, dict) and acc.get("drafts")
+                and acc.get("source") in _watch().COUNTED):
+            return {"at": rec.get("at"), "label": rec.get("label"), "outcome": rec.get("outcome"), "acceptance": acc}
+    return None
+
+
+def acceptance_check(level, prior, cand_levels, alpha, looks):
+    """The acceptance guardrail (None without a prior record): the candidate's acceptance so far, pooled over its
+    levels and rounds (``cand_levels``: spec_bench levels with their ``acceptance``), against ``prior``."""
+    if not isinstance(prior, dict) or not prior.get("acceptance"):
+        return None
+    now = _watch().summarize(list(cand_levels))
+    out = _watch().judge(prior["acceptance"], now, {"alpha": min(0.49, alpha / max(1, looks)), "min_drop": ACCEPT_DROP,
+                                                  "min_drafts": ACCEPT_MIN_DRAFTS})
+    fired = bool(out["judged"] and out["dropped"])
+    before = "what %s showed on %s (%s)" % (prior.get("label") or "the same method", prior.get("at") or "-",
+                                            str(prior.get("outcome") or "-").replace("_", " "))
+    if fired:
+        why = "guardrail acceptance: below %s, over all levels: %s" % (before, out["line"].replace("acceptance dropped ", ""))
+    elif out["judged"]:
+        why = "guardrail acceptance: as %s, over all levels: %s" % (before, out["line"].replace("acceptance ", ""))
+    else:
+        why = "guardrail acceptance: not judged against %s: %s" % (before, out["reason"].replace("when kept", "before").replace(
+            "tonight", "now"))
+    lengths = out.get("mean_acceptance_length") or {}
+    return _row(level, "guardrail_acceptance", "fail" if fired else "pass", why, baseline=lengths.get("kept"),
+                candidate=lengths.get("now"), method="per_position", positions=out.get("positions") or [])
+
+
+def check(levels, limits_at, alpha, prior=None, cand_levels=(), looks=1):
     """The guardrails of one look.
 
     levels: ``{level: {"errors", "requests", "base_ttft", "cand_ttft", "base_prefix", "cand_prefix"}}``;
-    limits_at: level -> thresholds (``_verdict.at_level``). Returns ``{"checks": [...], "fired": [...],
+    limits_at: level -> thresholds (``_verdict.at_level``); ``prior``: :func:`prior_acceptance`, with
+    ``cand_levels`` (the candidate's spec_bench levels so far) and ``looks`` (the plan's). Returns ``{"checks": [...], "fired": [...],
     "alpha": alpha}``; ``fired`` lists the rows whose status is ``fail``.
     """
     rows = []
@@ -244,6 +303,9 @@ def check(levels, limits_at, alpha):
                               int(data.get("requests") or 0))
         if prefix is not None:
             rows.append(prefix)
+    accept = acceptance_check(min(levels), prior, cand_levels, alpha, looks) if levels else None
+    if accept is not None:
+        rows.append(accept)
     return {"checks": rows, "fired": [row for row in rows if row["status"] == "fail"], "alpha": alpha}
 
 

@@ -66,6 +66,8 @@ def _level_summary(level):
         out["samples_truncated"] = bool(level.get("samples_truncated", False))
     if isinstance(level.get("prefix_cache"), dict):  # the engine's counters, for the prefix-cache guardrail
         out["prefix_cache"] = dict(level["prefix_cache"])
+    if isinstance(level.get("acceptance"), dict):  # the engine's acceptance, for the acceptance guardrail
+        out["acceptance"] = dict(level["acceptance"])
     return out
 
 

@@ -243,3 +243,61 @@ def test_the_verdict_line_report_and_textfile_say_which_guardrail_decided_with_i
     line = [row for row in _report.markdown([held], "now").splitlines() if row.startswith("- gpu1 mtp k=1: held")]
     assert line and "c=1 guardrail error rate: 0/24 errors (0.0%)" in line[0] and "c=8 guardrail TTFT p90: 0/24" in line[0]
     assert "guardrail_fired{" in _prom.switch_textfile(held, 0) and "} 1" not in _prom.switch_textfile(held, 0).split("guardrail_fired")[-1]
+
+
+# ---------------------------------------------------------------- acceptance per position against the method's past
+
+def counted(drafts, per_position):
+    """A level's acceptance as spec_bench reads vLLM's counters."""
+    accepted = sum(int(round(r * drafts)) for r in per_position)
+    return {"source": "vllm_counters", "error": None, "drafts": drafts, "draft_tokens": drafts * len(per_position),
+            "accepted_tokens": accepted, "per_position": per_position, "counter_reset": False,
+            "acceptance_rate": accepted / float(drafts * len(per_position)), "mean_acceptance_length": 1 + accepted / float(drafts)}
+
+
+SPEC = {"method": "mtp", "num_speculative_tokens": 2}
+HISTORY = [
+    {"engine": "vllm", "model": "m", "suite": "reasoning", "candidate": SPEC, "at": "2026-12-01T00:00:00Z",
+     "label": "mtp k=2", "outcome": "kept", "acceptance": {"source": "vllm_counters", "drafts": 600,
+                                                          "accepted_per_position": [480, 330], "per_position": [0.8, 0.55],
+                                                          "drafts_per_position": [600, 600], "draft_tokens": 1200,
+                                                          "accepted_tokens": 810, "mean_acceptance_length": 2.35}},
+    {"engine": "vllm", "model": "m", "suite": "coding", "candidate": SPEC, "at": "2026-12-02T00:00:00Z",
+     "label": "mtp k=2", "outcome": "kept", "acceptance": {"source": "vllm_counters", "drafts": 10}},
+    {"engine": "vllm", "model": "m", "suite": "reasoning", "candidate": {"method": "ngram", "num_speculative_tokens": 2},
+     "at": "2026-12-03T00:00:00Z", "label": "ngram k=2", "outcome": "rolled_back",
+     "acceptance": {"source": "vllm_counters", "drafts": 900}},
+]
+
+
+def test_the_prior_acceptance_is_the_latest_record_of_the_same_method_engine_model_and_suite():
+    prior = g.prior_acceptance(HISTORY, "vllm", "m", "reasoning", dict(SPEC, draft_model=None))
+    assert (prior["at"], prior["label"], prior["acceptance"]["drafts"]) == ("2026-12-01T00:00:00Z", "mtp k=2", 600)
+    assert g.prior_acceptance(HISTORY, "sglang", "m", "reasoning", SPEC) is None
+    assert g.prior_acceptance(HISTORY, "vllm", "m", "reasoning", dict(SPEC, num_speculative_tokens=3)) is None
+    assert g.prior_acceptance(None, "vllm", "m", "reasoning", SPEC) is None
+
+
+def test_an_acceptance_drop_against_the_same_methods_past_stops_the_candidate():
+    prior = g.prior_acceptance(HISTORY, "vllm", "m", "reasoning", SPEC)
+    broken = faster()
+    for lv in broken["levels"]:
+        lv["acceptance"] = counted(300, [0.3, 0.1])  # a draft head that stopped matching the target
+    out = v.decide(BASE, [broken], final=False, prior_acceptance=prior)
+    assert (out["decision"], out["guardrail"]) == ("rollback", "guardrail_acceptance")
+    assert out["reason"].startswith("c=1 guardrail acceptance: below what mtp k=2 showed on 2026-12-01T00:00:00Z (kept), "
+                                    "over all levels: at position 0: 0.80 -> 0.30 (drafted 600 kept, 600 now)")
+    same = faster()
+    for lv in same["levels"]:
+        lv["acceptance"] = counted(300, [0.78, 0.56])
+    held = v.decide(BASE, [same], final=False, prior_acceptance=prior)
+    assert held["decision"] == "keep"
+    row = [r for r in held["guardrails"]["checks"] if r["figure"] == "guardrail_acceptance"][0]
+    assert row["status"] == "pass" and row["why"].startswith("guardrail acceptance: as what mtp k=2 showed")
+    # no prior record, or a candidate without counts: no row, nothing stopped
+    assert "guardrail_acceptance" not in [r["figure"] for r in v.decide(BASE, [broken], final=False)["guardrails"]["checks"]]
+    few = faster()
+    few["levels"][0]["acceptance"] = counted(20, [0.0, 0.0])
+    row = [r for r in v.decide(BASE, [few], final=False, prior_acceptance=prior)["guardrails"]["checks"]
+           if r["figure"] == "guardrail_acceptance"][0]
+    assert row["status"] == "pass" and "too few drafts" in row["why"]
