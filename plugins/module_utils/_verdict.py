@@ -29,7 +29,8 @@ from __future__ import annotations
 import math
 import time
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _bench_outputs, _stats, _verdict_explain, _verdict_guardrails, _verdict_lossless, _verdict_stats
+from ansible_collections.llmops.specdec.plugins.module_utils import (
+    _bench_outputs, _stats, _verdict_explain, _verdict_guardrails, _verdict_lossless, _verdict_stats)
 
 DEFAULT_THRESHOLDS = {
     # Speculation costs draft GPU time and memory; keep it only for a clear win.

@@ -31,8 +31,8 @@ Per concurrency level, from the candidate's rounds so far:
   union bound: valid for the plan's looks, not for unplanned ones), with a smallest drop of ``ACCEPT_DROP``.
   A draft that stopped working (a broken draft head, a tokenizer mismatch after an upgrade) shows here first.
 
-Each row is a verdict check (``figure`` ``guardrail_*``), ``status`` ``fail`` (fired), ``pass`` (not fired so far) or ``open`` (errors above the limit, not shown yet); the verdict rolls back in
-the round one fires, with its ``why`` first.
+Each row is a verdict check (``figure`` ``guardrail_*``), ``status`` ``fail`` (fired), ``pass`` (not fired
+so far) or ``open`` (errors above the limit, not shown yet); the verdict rolls back in the round one fires, with its ``why`` first.
 
 Standard library only.
 """
