@@ -11,7 +11,7 @@ import http.client
 import threading
 import time
 
-from conftest import TOTAL_MIB, MockGpuHost, wait_until
+from conftest import REPETITIVE, TOTAL_MIB, MockGpuHost, wait_until
 
 RESIDUAL = 2000  # the profile's residual_mib in these tests
 DEV = {"VLLM_SERVER_DEV_MODE": "1"}
@@ -200,7 +200,6 @@ def _accepted(eng, prompt):
 def test_draft_lost_on_wake_fault_leaves_acceptance_at_zero_after_the_wake_up(tmp_path, engines):
     # vLLM issue 52479: the woken engine serves, but its MTP draft was not reloaded; the faults file is read when
     # the wake-up comes, so the acceptance before parking is the engine's usual one.
-    from conftest import REPETITIVE
     host = _host(tmp_path)
     eng = engines.vllm(host, "--gpu-memory-utilization", "0.5", "--enable-sleep-mode", "--speculative-config",
                        '{"method": "ngram", "num_speculative_tokens": 3}', env=host.env(CUDA_VISIBLE_DEVICES="6", **DEV))
