@@ -46,9 +46,8 @@ def compare(before, after, overrides=None):
         out = {"judged": False, "dropped": False, "positions": [], "settings": config,
                "reason": "no probe %s" % ("before the engine was parked" if kept is None else "after the wake-up")}
     elif kept.get("source") in _watch.COUNTED and not kept.get("drafts"):
-        out = {"judged": False, "dropped": False, "reason": "the baseline drafted nothing before it was parked "
-                                                             "(speculative decoding off, or no counts)",
-               "positions": [], "settings": config}
+        out = {"judged": False, "dropped": False, "positions": [], "settings": config,
+               "reason": "the baseline drafted nothing before it was parked (speculative decoding off, or no counts)"}
     else:
         out = _watch.judge(kept, now, config)
     lengths = out.get("mean_acceptance_length") or {}

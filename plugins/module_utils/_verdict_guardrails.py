@@ -49,6 +49,7 @@ def _watch():
     from ansible_collections.llmops.specdec.plugins.module_utils import _watch as watch  # pylint: disable=import-outside-toplevel
     return watch
 
+
 # The thresholds the guardrails add to the verdict's (``_verdict.DEFAULT_THRESHOLDS``).
 DEFAULT_THRESHOLDS = {
     # The candidate's p90 TTFT may be at most this share above the baseline's (0.5: x1.5) before it is stopped.
@@ -172,19 +173,19 @@ def ttft_tail_check(level, base_ttft, cand_ttft, regression, alpha):
         return _row(level, "guardrail_ttft_tail", "pass", "guardrail TTFT p%d: too few samples (%d baseline, %d candidate)" % (
             round(100 * TAIL), len(base), len(cand)))
     base_q, exact = quantile_upper(base, TAIL, 1.0 - alpha)
-    bar = (1.0 + regression) * base_q
-    over = sum(1 for v in cand if v > bar)
+    limit_ms = (1.0 + regression) * base_q
+    over = sum(1 for v in cand if v > limit_ms)
     share = 1.0 - TAIL
     bound = lower_bound(over, len(cand), alpha)
     fired = fires(over, len(cand), share, alpha)
     cand_q = _empirical(cand, TAIL)
     why = ("guardrail TTFT p%d: %d/%d requests above %.0f ms (x%.2f the baseline's p%d %s %.0f ms), always-valid lower bound "
            "of that share %.1f%% %s %.0f%%" % (
-               round(100 * TAIL), over, len(cand), bar, 1.0 + regression, round(100 * TAIL),
+               round(100 * TAIL), over, len(cand), limit_ms, 1.0 + regression, round(100 * TAIL),
                "bound" if exact else "(its largest sample, too few for a bound)", base_q, 100 * bound,
                ">" if fired else "<=", 100 * share))
     return _row(level, "guardrail_ttft_tail", "fail" if fired else "pass", why, baseline=base_q, candidate=cand_q,
-                ratio=cand_q / base_q, limit=1.0 + regression, bar_ms=bar, bound=bound, events=over, trials=len(cand))
+                ratio=cand_q / base_q, limit=1.0 + regression, bar_ms=limit_ms, bound=bound, events=over, trials=len(cand))
 
 
 def hit_rate(prefix):
@@ -267,8 +268,8 @@ def acceptance_check(level, prior, cand_levels, alpha, looks):
     if not isinstance(prior, dict) or not prior.get("acceptance"):
         return None
     now = _watch().summarize(list(cand_levels))
-    out = _watch().judge(prior["acceptance"], now, {"alpha": min(0.49, alpha / max(1, looks)), "min_drop": ACCEPT_DROP,
-                                                  "min_drafts": ACCEPT_MIN_DRAFTS})
+    config = {"alpha": min(0.49, alpha / max(1, looks)), "min_drop": ACCEPT_DROP, "min_drafts": ACCEPT_MIN_DRAFTS}
+    out = _watch().judge(prior["acceptance"], now, config)
     fired = bool(out["judged"] and out["dropped"])
     before = "what %s showed on %s (%s)" % (prior.get("label") or "the same method", prior.get("at") or "-",
                                             str(prior.get("outcome") or "-").replace("_", " "))

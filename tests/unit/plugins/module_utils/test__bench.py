@@ -282,8 +282,8 @@ def test_the_prefix_cache_counters_are_differenced_around_a_level_from_the_accep
         bench = _bench.run_benchmark(dict(url=srv.url, api='completions', model=None, prompts=[('x', 'p')],
                                           max_tokens=3, concurrency=[1], requests=2, warmup=0, metrics='auto',
                                           timeout=5))
-    assert bench['levels'][0]['prefix_cache'] == {'source': 'metrics', 'hits': 1600, 'queries': 2000,
-                                                   'hit_rate': 0.8, 'error': None}
+    want = {'source': 'metrics', 'hits': 1600, 'queries': 2000, 'hit_rate': 0.8, 'error': None}
+    assert bench['levels'][0]['prefix_cache'] == want
 
 
 class _Texts:
@@ -296,6 +296,7 @@ class _Texts:
         return self.answers.pop(0)
 
 
+HIT_LINE = 'sglang:cached_tokens_total{model_name="m",engine_type="unified",cache_source="device"} 96\n'
 SGLANG_PREFIX = """# TYPE sglang:prompt_tokens_total counter
 sglang:prompt_tokens_total{{model_name="m",engine_type="unified",is_streaming="true"}} {q}
 {hits}"""
@@ -304,8 +305,7 @@ sglang:prompt_tokens_total{{model_name="m",engine_type="unified",is_streaming="t
 def test_the_prefix_cache_probe_reads_sglangs_counters_and_says_what_is_missing():
     probe = _bench_accept.PrefixCacheProbe(_Texts(
         (200, SGLANG_PREFIX.format(q=50, hits=''), None),  # no cached_tokens series before the first hit
-        (200, SGLANG_PREFIX.format(q=450, hits='sglang:cached_tokens_total{model_name="m",engine_type="unified",'
-                                                'cache_source="device"} 96\n'), None)), 'http://h:1/v1', 'sglang')
+        (200, SGLANG_PREFIX.format(q=450, hits=HIT_LINE), None)), 'http://h:1/v1', 'sglang')
     probe.start()
     assert probe.finish() == {'source': 'metrics', 'hits': 96, 'queries': 400, 'hit_rate': 0.24, 'error': None}
     restarted = _bench_accept.PrefixCacheProbe(_Texts((200, SGLANG_PREFIX.format(q=500, hits=''), None),

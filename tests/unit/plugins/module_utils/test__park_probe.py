@@ -31,12 +31,12 @@ def test_the_same_acceptance_within_noise_is_not_a_collapse():
 
 
 def test_missing_data_is_never_a_collapse():
-    off = {"levels": [{"concurrency": 1, "acceptance": {"source": "vllm_counters", "error": None, "drafts": 0,
-                                                         "caveat": "the server exports no vllm:spec_decode_* counters"}}]}
+    none = {"source": "vllm_counters", "error": None, "drafts": 0, "caveat": "the server exports no vllm:spec_decode_* counters"}
+    off = {"levels": [{"concurrency": 1, "acceptance": none}]}
     out = _park_probe.compare(off, off)
     assert not out["judged"] and not out["collapsed"] and out["reason"].startswith("the baseline drafted nothing")
-    sglang = {"levels": [{"concurrency": 1, "acceptance": {"source": "sglang_server_info", "error": None,
-                                                            "mean_acceptance_length": 2.5}}]}
+    running = {"source": "sglang_server_info", "error": None, "mean_acceptance_length": 2.5}
+    sglang = {"levels": [{"concurrency": 1, "acceptance": running}]}
     assert "running mean acceptance length" in _park_probe.compare(sglang, sglang)["reason"]
     few = _park_probe.compare(probe(10, [0.7]), probe(10, [0.0]))
     assert not few["collapsed"] and few["reason"].startswith("too few drafts to judge (10 draft(s) before parking")

@@ -146,6 +146,9 @@ def test_check_lists_every_guardrail_and_those_that_fired():
 BASE = run_of(sampled(1, 72), sampled(8, 72, e2e_ms=3500.0))
 
 
+BASE_PREFIX = {"source": "metrics", "hits": 9000, "queries": 10000, "hit_rate": 0.9, "error": None}
+
+
 def faster(**overrides):
     """A first round of a candidate x1.15 faster at both levels (kept on speed alone)."""
     one = sampled(1, 24, e2e_ms=3000.0 / 1.15, tpot=11.5 / 1.15, seed=7)
@@ -189,8 +192,7 @@ def test_a_ttft_tail_blow_up_stops_a_candidate_that_is_faster():
 
 
 def test_a_prefix_cache_collapse_stops_a_candidate_that_is_faster():
-    base = run_of(dict(sampled(1, 72), prefix_cache={"source": "metrics", "hits": 9000, "queries": 10000,
-                                                    "hit_rate": 0.9, "error": None}),
+    base = run_of(dict(sampled(1, 72), prefix_cache=BASE_PREFIX),
                   sampled(8, 72, e2e_ms=3500.0))
     cand = faster(prefix_cache={"source": "metrics", "hits": 0, "queries": 3400, "hit_rate": 0.0, "error": None})
     out = v.decide(base, [cand], final=False)
@@ -220,8 +222,7 @@ def test_guardrail_settings_are_thresholds_and_a_plan_setting():
 
 
 def test_the_verdict_line_report_and_textfile_say_which_guardrail_decided_with_its_figures():
-    base = run_of(dict(sampled(1, 72), prefix_cache={"source": "metrics", "hits": 9000, "queries": 10000,
-                                                    "hit_rate": 0.9, "error": None}),
+    base = run_of(dict(sampled(1, 72), prefix_cache=BASE_PREFIX),
                   sampled(8, 72, e2e_ms=3500.0))
     cand = faster(prefix_cache={"source": "metrics", "hits": 34, "queries": 3400, "hit_rate": 0.01, "error": None})
     verdict = v.decide(base, [cand], final=False)
@@ -229,8 +230,9 @@ def test_the_verdict_line_report_and_textfile_say_which_guardrail_decided_with_i
            "outcome": "rolled_back", "decision": "rollback", "reason": verdict["reason"], "speedup": verdict["speedup"],
            "guardrails": verdict["guardrails"], "guardrail": verdict["guardrail"], "baseline": None, "result": None}
     assert _report.verdict_line(rec).startswith("gpu1: ROLLED BACK mtp k=1 on reasoning (x1.1")
-    assert _report.verdict_line(rec).endswith(" - c=1 guardrail prefix-cache hit rate: 1.0% vs the baseline's 90.0% over "
-                                        "3400 queried tokens, below 45.0% (50% of the baseline's)")
+    tail = (" - c=1 guardrail prefix-cache hit rate: 1.0% vs the baseline's 90.0% over 3400 queried tokens, below 45.0% "
+            "(50% of the baseline's)")
+    assert _report.verdict_line(rec).endswith(tail)
     md = _report.markdown([rec], "now")
     assert "## Guardrails" in md
     assert "- gpu1 mtp k=1: STOPPED - c=1 guardrail prefix-cache hit rate: 1.0% vs the baseline's 90.0%" in md
@@ -242,7 +244,9 @@ def test_the_verdict_line_report_and_textfile_say_which_guardrail_decided_with_i
     held = dict(rec, guardrails=v.decide(BASE, [faster()], final=False)["guardrails"], guardrail=None)
     line = [row for row in _report.markdown([held], "now").splitlines() if row.startswith("- gpu1 mtp k=1: held")]
     assert line and "c=1 guardrail error rate: 0/24 errors (0.0%)" in line[0] and "c=8 guardrail TTFT p90: 0/24" in line[0]
-    assert "guardrail_fired{" in _prom.switch_textfile(held, 0) and "} 1" not in _prom.switch_textfile(held, 0).split("guardrail_fired")[-1]
+    held_text = _prom.switch_textfile(held, 0)
+    fired_lines = [row for row in held_text.splitlines() if row.startswith("llmops_specdec_switch_guardrail_fired{")]
+    assert fired_lines and all(row.endswith("} 0") for row in fired_lines)
 
 
 # ---------------------------------------------------------------- acceptance per position against the method's past
@@ -256,12 +260,12 @@ def counted(drafts, per_position):
 
 
 SPEC = {"method": "mtp", "num_speculative_tokens": 2}
+KEPT_ACCEPTANCE = {"source": "vllm_counters", "drafts": 600, "accepted_per_position": [480, 330], "per_position": [0.8, 0.55],
+                   "drafts_per_position": [600, 600], "draft_tokens": 1200, "accepted_tokens": 810,
+                   "mean_acceptance_length": 2.35}
 HISTORY = [
     {"engine": "vllm", "model": "m", "suite": "reasoning", "candidate": SPEC, "at": "2026-12-01T00:00:00Z",
-     "label": "mtp k=2", "outcome": "kept", "acceptance": {"source": "vllm_counters", "drafts": 600,
-                                                          "accepted_per_position": [480, 330], "per_position": [0.8, 0.55],
-                                                          "drafts_per_position": [600, 600], "draft_tokens": 1200,
-                                                          "accepted_tokens": 810, "mean_acceptance_length": 2.35}},
+     "label": "mtp k=2", "outcome": "kept", "acceptance": KEPT_ACCEPTANCE},
     {"engine": "vllm", "model": "m", "suite": "coding", "candidate": SPEC, "at": "2026-12-02T00:00:00Z",
      "label": "mtp k=2", "outcome": "kept", "acceptance": {"source": "vllm_counters", "drafts": 10}},
     {"engine": "vllm", "model": "m", "suite": "reasoning", "candidate": {"method": "ngram", "num_speculative_tokens": 2},
