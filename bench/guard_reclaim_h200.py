@@ -8,7 +8,7 @@ No systemd on the GPU machine, so systemctl/systemd-run are the fake of the guar
 are read at daemon-reload). Everything else is real and is the collection's code:
 
 - production: a unit whose ExecStart allocates --prod-gib with torch, then serves /health on loopback;
-- the guard is armed with ``_guard.arm`` (its code installed by ``install_library`` into a temp lib dir,
+- the guard is armed with ``_guard_lease.arm`` (its code installed by ``install_library`` into a temp lib dir,
   the watcher started through systemd-run, so it runs from that copy with only PYTHONPATH=lib);
 - the candidate: a unit whose main process allocates --big-gib and starts workers (--small-gib each), one
   that ignores SIGTERM; plus an orphaned holder (double fork + setsid) that left the unit;
@@ -21,7 +21,7 @@ Figures per round (JSON): deadline -> candidate's memory gone (sampler), deadlin
   python3 bench/guard_reclaim_h200.py --out guard_reclaim_h200.json [--repeat 3]
   python3 bench/guard_reclaim_h200.py --mock ...   # on the NVML shim (MOCKGPU_* env, LD_LIBRARY_PATH), no GPU
 
-The orchestrating process initialises no GPU library (it imports pynvml only through _guard, unused).
+The orchestrating process initialises no GPU library (it imports pynvml only through _guard_lease and the _guard it ships, unused).
 """
 from __future__ import annotations
 
@@ -261,8 +261,8 @@ def _me(*args):
 
 def one_round(opts, workdir, index):
     sys.path.insert(0, os.path.join(workdir, "coll"))
-    from ansible_collections.llmops.specdec.plugins.module_utils import _guard, _lock  # pylint: disable=import-outside-toplevel
-    host = Host(os.path.join(workdir, "round%d" % index), _guard)
+    from ansible_collections.llmops.specdec.plugins.module_utils import _guard_lease, _guard_state, _lock  # pylint: disable=import-outside-toplevel
+    host = Host(os.path.join(workdir, "round%d" % index), _guard_lease)
     env = host.env
     port = free_port()
     helpers = []
@@ -287,7 +287,7 @@ def one_round(opts, workdir, index):
                   "unit_dir": host.unit_dir,
                   "reclaim": {"scope": "gpu", "gpus": ["0"], "stop_timeout": 5, "term_timeout": 3, "verify_timeout": 60}}
         t_arm = time.perf_counter()
-        armed = _guard.arm(params, host.run_command)
+        armed = _guard_lease.arm(params, host.run_command)
         arm_s = time.perf_counter() - t_arm
         statefile = armed["statefile"]
 
@@ -306,7 +306,7 @@ def one_round(opts, workdir, index):
         wait(lambda: os.path.exists(ready_file), "sampler ready")
 
         t_renew = time.perf_counter()
-        state = _guard.renew(statefile, RUN, opts.ttl)  # the controller's last heartbeat
+        state = _guard_state.renew(statefile, RUN, opts.ttl)  # the controller's last heartbeat
         renew_s = time.perf_counter() - t_renew
         deadline = state["deadline"]
         wait(lambda: host.records() and not os.path.exists(statefile), "the guard's record", SETUP_TIMEOUT + 120)

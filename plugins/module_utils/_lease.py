@@ -3,11 +3,12 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The controller's lease on the host's guard, as the modules that run on the host use it.
 
-A switch arms the guard (``_guard``) before anything may stop the service; the guard restores the
-previous configuration once its deadline passes. Only the controller's liveness may move that deadline:
-each renewal is a task the controller runs (``switch_guard state=renewed``, or a module's ``renew`` at
-the start of one bounded cycle: ``engine_ready``, ``spec_bench_wait``), so a lost controller costs at
-most one ttl.
+A switch arms the guard (``_guard_lease``) before anything may stop the service; the guard (``_guard``,
+on the host) restores the previous configuration once its deadline passes. Only the controller's
+liveness may move that deadline: each renewal is a task the controller runs (``switch_guard
+state=renewed``, or a module's ``renew`` at the start of one bounded cycle: ``engine_ready``,
+``spec_bench_wait``), so a lost controller costs at most one ttl. This file reads and renews the guard's
+state file through ``_guard_state`` alone.
 
 ``LEASE_ARGSPEC`` is the ``lease`` option of these modules (doc fragment ``llmops.specdec.lease``).
 ``renew(lease)`` extends the deadline once. ``Watch(lease)`` never renews: it reads the guard's state
@@ -22,7 +23,7 @@ import copy
 import threading
 import time
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _guard
+from ansible_collections.llmops.specdec.plugins.module_utils import _guard_state
 
 __all__ = ["LEASE_ARGSPEC", "lease_argspec", "renew", "lease_problem", "Watch", "Heartbeat", "LeaseLost"]
 
@@ -46,8 +47,8 @@ def renew(lease):
     if not lease:
         return None
     try:
-        return _guard.renew(lease["statefile"], lease["run_id"], lease["ttl"])
-    except (_guard.GuardError, OSError, ValueError) as exc:
+        return _guard_state.renew(lease["statefile"], lease["run_id"], lease["ttl"])
+    except (_guard_state.GuardError, OSError, ValueError) as exc:
         raise LeaseLost(str(exc))
 
 
@@ -116,7 +117,7 @@ def lease_problem(state, run_id, now):
         return "no guard is armed: it was confirmed, or it restored the previous configuration"
     if state.get("run_id") != run_id:
         return "the guard belongs to run %s, not %s" % (state.get("run_id"), run_id)
-    if state.get("phase") != _guard.PHASE_ARMED:
+    if state.get("phase") != _guard_state.PHASE_ARMED:
         return "the guard is %s since %s" % (state.get("phase"), state.get("restoring_since"))
     try:
         deadline = float(state.get("deadline"))
@@ -141,7 +142,7 @@ class Watch(_EveryInterval):
         self.lease = lease
         self.interval = interval
         self.clock = clock
-        self.read = read or _guard.read_state
+        self.read = read or _guard_state.read_state
         self.lost = None
         self.checks = 0
         self._callbacks = []
@@ -151,7 +152,7 @@ class Watch(_EveryInterval):
         """Read the state once; returns why the lease is lost, or None."""
         try:
             why = lease_problem(self.read(self.lease["statefile"]), self.lease["run_id"], self.clock())
-        except (_guard.GuardError, OSError, ValueError) as exc:
+        except (_guard_state.GuardError, OSError, ValueError) as exc:
             why = "cannot read the guard's state %s: %s" % (self.lease["statefile"], exc)
         self.checks += 1
         if why:

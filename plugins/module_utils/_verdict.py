@@ -288,7 +288,7 @@ def decide(baseline, candidate, overrides=None, plan_overrides=None, max_tokens=
         checks.extend(row for row in guard["checks"] if row["status"] == "open")  # errors above the limit block a keep
         for level in common:
             checks.extend(_verdict_stats.level_checks(level, base_fig[level], cand_fig[level], base_acc[level], cand_acc[level],
-                                        at_level(limits, level), settings, a_keep, passed))
+                                                      at_level(limits, level), settings, a_keep, passed))
         alpha_spent += a_keep
         result["alpha_spent"] = alpha_spent
         if any(c["status"] == "fail" for c in checks):
@@ -397,7 +397,7 @@ def drift(before, after, plan_overrides=None):
         reason = "within the %g%% host shift: %s" % (100 * settings["host_shift"], "; ".join(
             "c=%d %s x%.3f" % (r["level"], _verdict_explain.label(r["figure"]), r["ratio"]) for r in rows))
     return _verdict_explain.json_safe({"unstable": bool(moved), "regressed": any(r["worse"] for r in rows), "levels": rows,
-                       "reason": reason})
+                                       "reason": reason})
 
 
 # --------------------------------------------------------------------------- stored baselines

@@ -417,7 +417,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _engine, _guard
+from ansible_collections.llmops.specdec.plugins.module_utils import _engine, _guard_lease, _guard_state
 
 OWNER_OPTIONS = dict(controller=dict(type="str"), user=dict(type="str"), pid=dict(type="int"),
                      awx_job_id=dict(type="str"), label=dict(type="str"))
@@ -432,9 +432,9 @@ RECLAIM_OPTIONS = dict(
 
 def _view(statefile, state, history, unit, run_id):
     deadline = (state or {}).get("deadline")
-    rec = _guard.last_record(history, unit)
-    return {"statefile": statefile, "guard": state, "armed": bool(state) and state.get("phase") == _guard.PHASE_ARMED,
-            "deadline": deadline, "deadline_at": _guard.iso(deadline) if deadline else None,
+    rec = _guard_state.last_record(history, unit)
+    return {"statefile": statefile, "guard": state, "armed": bool(state) and state.get("phase") == _guard_state.PHASE_ARMED,
+            "deadline": deadline, "deadline_at": _guard_state.iso(deadline) if deadline else None,
             "remaining": round(deadline - time.time(), 1) if deadline else None,
             "last_record": rec, "restored": bool(rec and run_id and rec.get("run_id") == run_id)}
 
@@ -464,7 +464,7 @@ def main():
             history=dict(type="path"),
             owner=dict(type="dict", default={}, options=OWNER_OPTIONS),
             force=dict(type="bool", default=False),
-            lib_dir=dict(type="path", default=_guard.LIB_DIR),
+            lib_dir=dict(type="path", default=_guard_lease.LIB_DIR),
             python=dict(type="path"),
             poll_interval=dict(type="float", default=1.0),
             park=dict(type="dict", options=dict(
@@ -480,16 +480,16 @@ def main():
     p["history"] = p["history"] or "%s/history.jsonl" % p["state_dir"].rstrip("/")
     unit, run_id, state = p["unit"], p["run_id"], p["state"]
     try:
-        statefile = _guard.state_path(p["state_dir"], unit)
-        before = _guard.read_state(statefile)
+        statefile = _guard_state.state_path(p["state_dir"], unit)
+        before = _guard_state.read_state(statefile)
         extra = {}
         if state in ("armed", "renewed") and p["ttl"] <= 0:
             module.fail_json(msg="ttl must be > 0, got %s; nothing was changed" % p["ttl"])
         if state == "confirmed" and not run_id and not p["force"]:
             module.fail_json(msg="state=confirmed needs run_id (or force=true to disarm any run's guard)")
         if state == "armed":
-            res = _guard.arm(p, module.run_command, check_mode=module.check_mode,
-                             systemd_run=module.get_bin_path("systemd-run", required=True))
+            res = _guard_lease.arm(p, module.run_command, check_mode=module.check_mode,
+                                   systemd_run=module.get_bin_path("systemd-run", required=True))
             changed = res["changed"]
             after = res["guard"]
             extra = {"library": res["library"], "boot_unit": res["boot_unit"], "watcher": res["watcher"]}
@@ -497,42 +497,42 @@ def main():
         elif state == "renewed":
             if module.check_mode:
                 after, changed, lock_renewed = before, True, None
-                if not before or before.get("run_id") != run_id or before.get("phase") != _guard.PHASE_ARMED:
-                    raise _guard.GuardError("no guard of run %s is armed for %s (%s)"
-                                            % (run_id, unit, _guard.summary(before) or "none"), state=before)
+                if not before or before.get("run_id") != run_id or before.get("phase") != _guard_state.PHASE_ARMED:
+                    raise _guard_state.GuardError("no guard of run %s is armed for %s (%s)"
+                                                  % (run_id, unit, _guard_state.summary(before) or "none"), state=before)
             else:
-                after = _guard.renew(statefile, run_id, p["ttl"])
+                after = _guard_state.renew(statefile, run_id, p["ttl"])
                 lock_renewed = after.pop("lock_renewed")
                 changed = True
             extra = {"lock_renewed": lock_renewed}
-            watcher = _guard.watcher_state(module.run_command, unit)
+            watcher = _guard_lease.watcher_state(module.run_command, unit)
             if not watcher["active"] and not module.check_mode:
                 module.warn("the guard's watcher %s was not running (%s); starting it again"
                             % (watcher["unit"], watcher["active_state"] or "not loaded"))
-                _guard.start_watcher(module.run_command, unit, statefile, after.get("lib_dir") or p["lib_dir"],
-                                     after.get("python") or p["python"], after["timings"]["poll"], run_id,
-                                     module.get_bin_path("systemd-run", required=True))
+                _guard_lease.start_watcher(module.run_command, unit, statefile, after.get("lib_dir") or p["lib_dir"],
+                                           after.get("python") or p["python"], after["timings"]["poll"], run_id,
+                                           module.get_bin_path("systemd-run", required=True))
             msg = "guard for %s renewed until %s" % (unit, after["deadline_at"])
         elif state == "confirmed":
-            res = _guard.confirm(statefile, run_id, module.run_command, force=p["force"], history=p["history"],
-                                 unit=unit, check_mode=module.check_mode)
+            res = _guard_lease.confirm(statefile, run_id, module.run_command, force=p["force"], history=p["history"],
+                                       unit=unit, check_mode=module.check_mode)
             changed = res["changed"]
-            after = before if module.check_mode else _guard.read_state(statefile)
+            after = before if module.check_mode else _guard_state.read_state(statefile)
             msg = ("guard for %s confirmed (run %s): disarmed" % (unit, run_id)) if changed else \
                 "no guard is armed for %s" % unit
         else:
-            info = _guard.status(p["state_dir"], unit, module.run_command, p["history"])
+            info = _guard_lease.status(p["state_dir"], unit, module.run_command, p["history"])
             changed, after = False, info["guard"]
             extra = {"watcher": info["watcher"], "boot_unit": info["boot_unit"]}
             msg = ("guard armed for %s by run %s until %s" % (unit, after["run_id"], after["deadline_at"])) \
                 if info["armed"] else "no guard is armed for %s%s" % (
                     unit, " (phase %s)" % info["phase"] if info["phase"] else "")
-    except _guard.GuardError as exc:
+    except _guard_state.GuardError as exc:
         view = {}
         try:
-            statefile = _guard.state_path(p["state_dir"], unit)
-            view = _view(statefile, _guard.read_state(statefile), p["history"], unit, run_id)
-        except _guard.GuardError:
+            statefile = _guard_state.state_path(p["state_dir"], unit)
+            view = _view(statefile, _guard_state.read_state(statefile), p["history"], unit, run_id)
+        except _guard_state.GuardError:
             pass
         if exc.record:
             view.update(last_record=exc.record, restored=True)
@@ -541,10 +541,10 @@ def main():
         module.fail_json(msg="switch_guard %s for %s: %s" % (state, unit, exc))
     result = _view(statefile, after, p["history"], unit, run_id)
     result.update(extra, changed=changed, msg=msg)
-    result.setdefault("watcher", _guard.watcher_state(module.run_command, unit))
-    result.setdefault("boot_unit", {"name": _guard.boot_instance(unit)})
+    result.setdefault("watcher", _guard_lease.watcher_state(module.run_command, unit))
+    result.setdefault("boot_unit", {"name": _guard_lease.boot_instance(unit)})
     if module._diff:
-        result["diff"] = {"before": _guard.summary(before), "after": _guard.summary(after)}
+        result["diff"] = {"before": _guard_state.summary(before), "after": _guard_state.summary(after)}
     module.exit_json(**result)
 
 

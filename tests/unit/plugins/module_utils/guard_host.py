@@ -27,6 +27,7 @@ import socket
 import subprocess
 import sys
 
+from ansible_collections.llmops.specdec.plugins.module_utils import _guard_lease, _guard_state, _lock, _nvml
 from ansible_collections.llmops.specdec.tests.unit.mockgpu.mockgpu_testhost import wait_for
 from ansible_collections.llmops.specdec.tests.unit.plugins.module_utils.reclaim_host import REPO, alive
 
@@ -203,3 +204,96 @@ def wait_until(cond, what, deadline_s=40.0):
 
 def wait_gone(pid, deadline_s=20.0):
     wait_for(lambda: not alive(pid), "pid %d gone" % pid, deadline_s)
+
+
+# ------------------------------------------------------------ one host mid-switch (test__guard*.py)
+
+UNIT = "vllm-server.service"
+RUN = "run-0001"
+OWNER = {"controller": "ctl.example", "user": "ops", "pid": 4242, "awx_job_id": "77", "label": "ngram k=4"}
+PROD_MIB = 60000
+CAND_MIB = 90000
+
+
+def gpu_procs(index):
+    nvml = _nvml.Nvml()
+    try:
+        gpu = nvml.devices()[index]
+        return nvml.compute_processes(gpu), nvml.memory(gpu)[0]
+    finally:
+        nvml.close()
+
+
+class Switch:
+    """One host mid-switch: production running, snapshot taken, lock held; the test plays the controller."""
+
+    def __init__(self, root, sd, previous=True, never_ready=False):
+        self.sd = sd
+        self.root = str(root)
+        self.state_dir = os.path.join(self.root, "var", "lib", "llmops-specdec")
+        self.lib = os.path.join(self.root, "usr", "local", "lib", "llmops-specdec")
+        self.lock = os.path.join(self.root, "run", "llmops-specdec.lock")
+        os.makedirs(os.path.dirname(self.lock))
+        os.makedirs(os.path.join(self.state_dir, "snapshot"))
+        self.port = free_port()
+        self.unit_path = os.path.join(sd.unit_dir, UNIT)
+        self.snapshot = "absent"
+        self.prod_bytes = None
+        if previous:
+            sd.write_unit(UNIT, sd.engine_argv(self.port, 0, PROD_MIB, never_ready=never_ready))
+            sd.systemctl("daemon-reload")
+            sd.systemctl("enable", UNIT)
+            assert sd.systemctl("start", UNIT)[0] == 0
+            if not never_ready:
+                wait_until(lambda: health(self.port) == 200, "production answers")
+            self.take_snapshot()
+        _lock.acquire(self.lock, RUN, OWNER, ttl=600)
+        self.history = os.path.join(self.state_dir, "history.jsonl")
+        self.statefile = _guard_state.state_path(self.state_dir, UNIT)
+
+    def take_snapshot(self):
+        """What snapshot.yml does: production's unit file, byte for byte, under snapshot/."""
+        with open(self.unit_path, "rb") as handle:
+            self.prod_bytes = handle.read()
+        self.snapshot = os.path.join(self.state_dir, "snapshot", UNIT)
+        with open(self.snapshot, "wb") as handle:
+            handle.write(self.prod_bytes)
+
+    def params(self, **kw):
+        base = {"unit": UNIT, "unit_path": self.unit_path, "state_dir": self.state_dir, "snapshot": self.snapshot,
+                "snapshot_checksum": None, "baseline_files": [], "ready_url": "http://127.0.0.1:%d" % self.port,
+                "engine": "vllm", "model": None, "api_key_file": None, "api_key_var": "VLLM_API_KEY",
+                "ready_timeout": 30, "lock_path": self.lock, "history": None, "ttl": 60, "run_id": RUN,
+                "owner": OWNER, "lib_dir": self.lib, "python": sys.executable, "poll_interval": 0.2,
+                "unit_dir": self.sd.unit_dir,
+                "reclaim": {"scope": "gpu", "gpus": ["0"], "stop_timeout": 2, "term_timeout": 1, "verify_timeout": 15}}
+        base.update(kw)
+        return base
+
+    def arm(self, **kw):
+        return _guard_lease.arm(self.params(**kw), self.sd.run_command)
+
+    def install_candidate(self, ignore_sigterm=False):
+        """What the role does after the reclaim: production stopped, the candidate unit installed and started."""
+        self.sd.systemctl("stop", UNIT)
+        wait_until(lambda: self.sd.prop(UNIT, "ActiveState") in ("inactive", "failed"), "production stopped")
+        self.sd.write_unit(UNIT, self.sd.holder_argv(0, CAND_MIB, ignore_sigterm=ignore_sigterm))
+        self.sd.systemctl("daemon-reload")
+        assert self.sd.systemctl("start", UNIT)[0] == 0
+        wait_until(lambda: int(self.sd.prop(UNIT, "MainPID") or 0) and
+                   int(self.sd.prop(UNIT, "MainPID")) in gpu_procs(0)[0], "candidate holds GPU 0")
+        return int(self.sd.prop(UNIT, "MainPID"))
+
+    def records(self):
+        try:
+            with open(self.history) as handle:
+                return [json.loads(line) for line in handle]
+        except FileNotFoundError:
+            return []
+
+    def wait_record(self, deadline_s=60.0):
+        wait_until(lambda: self.records() and not os.path.exists(self.statefile), "a guard record", deadline_s)
+        return self.records()[-1]
+
+    def watcher(self):
+        return self.sd.unit(_guard_lease.watcher_name(UNIT))

@@ -17,7 +17,7 @@ import os
 
 import pytest
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _files, _guard, _lock, _record, _unitfile
+from ansible_collections.llmops.specdec.plugins.module_utils import _files, _guard_state, _lock, _record, _unitfile
 
 
 class Trace:
@@ -156,8 +156,8 @@ def test_remove_flushes_the_directory(tmp_path, trace):
 def test_the_guard_state_and_the_lock_owner_are_renamed_into_place(tmp_path, trace):
     statefile = tmp_path / "guard" / "vllm-server.json"
     statefile.parent.mkdir(mode=0o700)
-    _guard._write_state(str(statefile), {"version": 1, "phase": "armed", "run_id": "r1"})
-    _guard._write_state(str(statefile), {"version": 1, "phase": "restoring", "run_id": "r1"})
+    _guard_state.write_state(str(statefile), {"version": 1, "phase": "armed", "run_id": "r1"})
+    _guard_state.write_state(str(statefile), {"version": 1, "phase": "restoring", "run_id": "r1"})
     _lock.write_json_atomic(str(tmp_path / "owner"), {"run_id": "r1"})
     assert trace.check_replaces() == 3
     assert json.loads(statefile.read_text())["phase"] == "restoring"

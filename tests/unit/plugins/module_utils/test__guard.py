@@ -12,107 +12,15 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import time
 import urllib.request
 
 import pytest
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _guard, _lock, _nvml, _unitfile
+from ansible_collections.llmops.specdec.plugins.module_utils import _guard_lease, _guard_state, _lock, _unitfile
 from ansible_collections.llmops.specdec.tests.unit.plugins.module_utils.guard_host import (
-    FakeSystemd, free_port, health, wait_gone, wait_until)
+    CAND_MIB, PROD_MIB, RUN, UNIT, FakeSystemd, Switch, gpu_procs, health, wait_gone, wait_until)
 from ansible_collections.llmops.specdec.tests.unit.plugins.module_utils.reclaim_host import REPO, alive
-
-UNIT = "vllm-server.service"
-RUN = "run-0001"
-OWNER = {"controller": "ctl.example", "user": "ops", "pid": 4242, "awx_job_id": "77", "label": "ngram k=4"}
-PROD_MIB = 60000
-CAND_MIB = 90000
-
-
-def gpu_procs(index):
-    nvml = _nvml.Nvml()
-    try:
-        gpu = nvml.devices()[index]
-        return nvml.compute_processes(gpu), nvml.memory(gpu)[0]
-    finally:
-        nvml.close()
-
-
-class Switch:
-    """One host mid-switch: production running, snapshot taken, lock held; the test plays the controller."""
-
-    def __init__(self, root, sd, previous=True, never_ready=False):
-        self.sd = sd
-        self.root = str(root)
-        self.state_dir = os.path.join(self.root, "var", "lib", "llmops-specdec")
-        self.lib = os.path.join(self.root, "usr", "local", "lib", "llmops-specdec")
-        self.lock = os.path.join(self.root, "run", "llmops-specdec.lock")
-        os.makedirs(os.path.dirname(self.lock))
-        os.makedirs(os.path.join(self.state_dir, "snapshot"))
-        self.port = free_port()
-        self.unit_path = os.path.join(sd.unit_dir, UNIT)
-        self.snapshot = "absent"
-        self.prod_bytes = None
-        if previous:
-            sd.write_unit(UNIT, sd.engine_argv(self.port, 0, PROD_MIB, never_ready=never_ready))
-            sd.systemctl("daemon-reload")
-            sd.systemctl("enable", UNIT)
-            assert sd.systemctl("start", UNIT)[0] == 0
-            if not never_ready:
-                wait_until(lambda: health(self.port) == 200, "production answers")
-            self.take_snapshot()
-        _lock.acquire(self.lock, RUN, OWNER, ttl=600)
-        self.history = os.path.join(self.state_dir, "history.jsonl")
-        self.statefile = _guard.state_path(self.state_dir, UNIT)
-
-    def take_snapshot(self):
-        """What snapshot.yml does: production's unit file, byte for byte, under snapshot/."""
-        with open(self.unit_path, "rb") as handle:
-            self.prod_bytes = handle.read()
-        self.snapshot = os.path.join(self.state_dir, "snapshot", UNIT)
-        with open(self.snapshot, "wb") as handle:
-            handle.write(self.prod_bytes)
-
-    def params(self, **kw):
-        base = {"unit": UNIT, "unit_path": self.unit_path, "state_dir": self.state_dir, "snapshot": self.snapshot,
-                "snapshot_checksum": None, "baseline_files": [], "ready_url": "http://127.0.0.1:%d" % self.port,
-                "engine": "vllm", "model": None, "api_key_file": None, "api_key_var": "VLLM_API_KEY",
-                "ready_timeout": 30, "lock_path": self.lock, "history": None, "ttl": 60, "run_id": RUN,
-                "owner": OWNER, "lib_dir": self.lib, "python": sys.executable, "poll_interval": 0.2,
-                "unit_dir": self.sd.unit_dir,
-                "reclaim": {"scope": "gpu", "gpus": ["0"], "stop_timeout": 2, "term_timeout": 1, "verify_timeout": 15}}
-        base.update(kw)
-        return base
-
-    def arm(self, **kw):
-        return _guard.arm(self.params(**kw), self.sd.run_command)
-
-    def install_candidate(self, ignore_sigterm=False):
-        """What the role does after the reclaim: production stopped, the candidate unit installed and started."""
-        self.sd.systemctl("stop", UNIT)
-        wait_until(lambda: self.sd.prop(UNIT, "ActiveState") in ("inactive", "failed"), "production stopped")
-        self.sd.write_unit(UNIT, self.sd.holder_argv(0, CAND_MIB, ignore_sigterm=ignore_sigterm))
-        self.sd.systemctl("daemon-reload")
-        assert self.sd.systemctl("start", UNIT)[0] == 0
-        wait_until(lambda: int(self.sd.prop(UNIT, "MainPID") or 0) and
-                   int(self.sd.prop(UNIT, "MainPID")) in gpu_procs(0)[0], "candidate holds GPU 0")
-        return int(self.sd.prop(UNIT, "MainPID"))
-
-    def records(self):
-        try:
-            with open(self.history) as handle:
-                return [json.loads(line) for line in handle]
-        except FileNotFoundError:
-            return []
-
-    def wait_record(self, deadline_s=60.0):
-        wait_until(lambda: self.records() and not os.path.exists(self.statefile), "a guard record", deadline_s)
-        return self.records()[-1]
-
-    def watcher(self):
-        return self.sd.unit(_guard.watcher_name(UNIT))
 
 
 @pytest.fixture
@@ -135,7 +43,7 @@ def test_deadline_passes_guard_restores_previous_unit(gpus, sd, tmp_path):
     other = gpus.hold((1, 8192))      # a job on a GPU the service does not use
     candidate = sw.install_candidate(ignore_sigterm=True)
     escaped = gpus.orphan(0, 4096)    # a worker that left the candidate's cgroup
-    _guard.renew(sw.statefile, RUN, 0.5)  # the controller's last heartbeat; then it is gone
+    _guard_state.renew(sw.statefile, RUN, 0.5)  # the controller's last heartbeat; then it is gone
 
     rec = sw.wait_record()
     assert rec["outcome"] == "restored_by_guard" and rec["why"] == "deadline", rec
@@ -158,7 +66,7 @@ def test_deadline_passes_guard_restores_previous_unit(gpus, sd, tmp_path):
     argvs = [c["argv"] for c in sd.calls("systemctl")]
     assert ["reset-failed", UNIT] in argvs and ["daemon-reload"] in argvs
     assert ["kill", "--signal=SIGKILL", UNIT] in argvs  # the candidate ignored SIGTERM
-    assert "restored_by_guard" in sd.journal(_guard.watcher_name(UNIT))
+    assert "restored_by_guard" in sd.journal(_guard_lease.watcher_name(UNIT))
 
 
 def test_renew_keeps_it_armed_and_confirm_disarms(gpus, sd, tmp_path):
@@ -166,28 +74,28 @@ def test_renew_keeps_it_armed_and_confirm_disarms(gpus, sd, tmp_path):
     # 8 s: room for the candidate's start on a loaded machine before the first renewal.
     sw.arm(ttl=8)
     candidate = sw.install_candidate()
-    state = _guard.renew(sw.statefile, RUN, 3)
+    state = _guard_state.renew(sw.statefile, RUN, 3)
     assert state["phase"] == "armed"
     watcher_pid = sw.watcher()["pid"]
     end = time.monotonic() + 4  # longer than the renewed ttl: only the renewals keep it armed
     while time.monotonic() < end:
-        state = _guard.renew(sw.statefile, RUN, 3)
+        state = _guard_state.renew(sw.statefile, RUN, 3)
         assert state["phase"] == "armed" and state["lock_renewed"]
         time.sleep(0.5)
     assert alive(candidate) and alive(watcher_pid) and sw.records() == []
     with open(os.path.join(sw.lock, "owner")) as handle:
         assert json.load(handle)["deadline"] >= state["deadline"]  # the lock outlives the guard
 
-    with pytest.raises(_guard.GuardError, match="belongs to run"):
-        _guard.renew(sw.statefile, "someone-else", 3)
-    done = _guard.confirm(sw.statefile, RUN, sd.run_command, history=sw.history, unit=UNIT)
+    with pytest.raises(_guard_state.GuardError, match="belongs to run"):
+        _guard_state.renew(sw.statefile, "someone-else", 3)
+    done = _guard_lease.confirm(sw.statefile, RUN, sd.run_command, history=sw.history, unit=UNIT)
     assert done["changed"] and not os.path.exists(sw.statefile)
     wait_gone(watcher_pid)
     assert alive(candidate) and sw.records() == [] and os.path.isdir(sw.lock)
-    again = _guard.confirm(sw.statefile, RUN, sd.run_command, history=sw.history, unit=UNIT)
+    again = _guard_lease.confirm(sw.statefile, RUN, sd.run_command, history=sw.history, unit=UNIT)
     assert again == {"changed": False, "guard": None}
-    with pytest.raises(_guard.GuardError, match="no guard is armed"):
-        _guard.renew(sw.statefile, RUN, 3)
+    with pytest.raises(_guard_state.GuardError, match="no guard is armed"):
+        _guard_state.renew(sw.statefile, RUN, 3)
 
 
 def test_snapshot_checksum_mismatch_fails_truthfully_and_overwrites_nothing(gpus, sd, tmp_path):
@@ -198,7 +106,7 @@ def test_snapshot_checksum_mismatch_fails_truthfully_and_overwrites_nothing(gpus
         candidate_bytes = handle.read()
     with open(sw.snapshot, "ab") as handle:
         handle.write(b"# edited\n")
-    _guard.renew(sw.statefile, RUN, 0.3)
+    _guard_state.renew(sw.statefile, RUN, 0.3)
 
     rec = sw.wait_record()
     assert rec["outcome"] == "guard_restore_failed" and "changed since the guard was armed" in rec["reason"]
@@ -209,14 +117,14 @@ def test_snapshot_checksum_mismatch_fails_truthfully_and_overwrites_nothing(gpus
     owner = _lock.read_owner(sw.lock)
     assert owner["guard"]["outcome"] == "guard_restore_failed"
     assert "guard ended that run" in _lock.dead_reason(sw.lock, owner, time.time())
-    wait_until(lambda: (sw.watcher() or {}).get("exit") == _guard.EXIT_RESTORE_FAILED, "watcher exits 3")
+    wait_until(lambda: (sw.watcher() or {}).get("exit") == _guard_state.EXIT_RESTORE_FAILED, "watcher exits 3")
 
 
 def test_production_that_never_answers_is_recorded_and_keeps_the_lock(gpus, sd, tmp_path):
     sw = Switch(tmp_path, sd, never_ready=True)
     sw.arm(ready_timeout=2)
     sw.install_candidate()
-    _guard.renew(sw.statefile, RUN, 0.3)
+    _guard_state.renew(sw.statefile, RUN, 0.3)
     rec = sw.wait_record()
     assert rec["outcome"] == "guard_restore_failed" and "does not answer" in rec["reason"], rec
     assert rec["ready_at"] is None and rec["restored_at"]
@@ -230,7 +138,7 @@ def test_no_unit_before_the_candidate_is_removed(gpus, sd, tmp_path):
     sw.arm(ready_url=None)
     candidate = sw.install_candidate()
     sd.systemctl("enable", UNIT)
-    _guard.renew(sw.statefile, RUN, 0.3)
+    _guard_state.renew(sw.statefile, RUN, 0.3)
     rec = sw.wait_record()
     assert rec["outcome"] == "restored_by_guard" and "candidate was removed" in rec["reason"], rec
     wait_gone(candidate)
@@ -254,9 +162,9 @@ def test_reboot_mid_switch_boots_the_previous_configuration(gpus, sd, tmp_path):
     with open(saved) as handle:
         assert json.load(handle)["label"] == "production" and (os.stat(saved).st_mode & 0o777) == 0o600
     assert [item["dest"] for item in armed["guard"]["baseline_files"]] == [baseline]
-    template = os.path.join(sd.unit_dir, _guard.BOOT_TEMPLATE)
+    template = os.path.join(sd.unit_dir, _guard_lease.BOOT_TEMPLATE)
     assert armed["boot_unit"]["written"] == template
-    instance = _guard.boot_instance(UNIT)
+    instance = _guard_lease.boot_instance(UNIT)
     assert sd.systemctl("is-enabled", instance)[1].strip() == "enabled"
     with open(template) as handle:
         text = handle.read().replace("%i", "vllm-server")
@@ -280,95 +188,6 @@ def test_reboot_mid_switch_boots_the_previous_configuration(gpus, sd, tmp_path):
     assert ["start", "--no-block", UNIT] in [c["argv"] for c in sd.calls("systemctl")]
     wait_until(lambda: health(sw.port) == 200, "production answers after the boot")
     assert not os.path.exists(sw.statefile)
-
-
-def test_arm_refuses_bad_sources_and_another_runs_guard(sd, tmp_path):
-    sw = Switch(tmp_path, sd, previous=False)
-    with pytest.raises(_guard.GuardError, match="does not exist"):
-        sw.arm(snapshot=os.path.join(sw.state_dir, "snapshot", "missing"))
-    with open(os.path.join(sw.state_dir, "snap"), "w") as handle:
-        handle.write("x")
-    with pytest.raises(_guard.GuardError, match="not the expected"):
-        sw.arm(snapshot=os.path.join(sw.state_dir, "snap"), snapshot_checksum="0" * 64)
-    with pytest.raises(_guard.GuardError, match="plain service units"):
-        sw.arm(unit="vllm@0.service")
-    assert not os.path.exists(sw.statefile) and sd.calls("systemd-run") == []
-
-    # Another run's guard (written by hand, no watcher): arm, renew and confirm refuse it.
-    os.makedirs(os.path.dirname(sw.statefile), mode=0o700)
-    other = _guard.build_state(sw.params(run_id="run-other", snapshot="absent"), time.time())
-    _lock.write_json_atomic(sw.statefile, other)
-    with pytest.raises(_guard.GuardError, match="armed by another run: run run-other"):
-        sw.arm(ready_url=None)
-    with pytest.raises(_guard.GuardError, match="belongs to run run-other"):
-        _guard.confirm(sw.statefile, RUN, sd.run_command)
-    forced = _guard.confirm(sw.statefile, RUN, sd.run_command, force=True)
-    assert forced["changed"] and forced["guard"]["run_id"] == "run-other"
-
-    # A guard that is restoring cannot be renewed or confirmed.
-    _lock.write_json_atomic(sw.statefile, dict(other, run_id=RUN, phase="restoring", restoring_since="now"))
-    with pytest.raises(_guard.GuardError, match="too late to renew"):
-        _guard.renew(sw.statefile, RUN, 10)
-    with pytest.raises(_guard.GuardError, match="being restored"):
-        _guard.confirm(sw.statefile, RUN, sd.run_command)
-
-
-def test_confirm_after_the_guard_restored_says_so(sd, tmp_path):
-    sw = Switch(tmp_path, sd, previous=False)
-    _guard.append_history(sw.history, {"unit": UNIT, "run_id": RUN, "outcome": "restored_by_guard",
-                                       "at": "t", "restored_at": "t1", "reason": "deadline"})
-    with pytest.raises(_guard.GuardError, match="already ended run run-0001: restored_by_guard at t1") as exc:
-        _guard.confirm(sw.statefile, RUN, sd.run_command, history=sw.history, unit=UNIT)
-    assert exc.value.record["outcome"] == "restored_by_guard"
-
-
-def test_state_file_and_library_on_the_host(sd, tmp_path):
-    sw = Switch(tmp_path, sd, previous=False)
-    armed = sw.arm(ready_url=None, ttl=600)
-    assert os.stat(sw.statefile).st_mode & 0o777 == 0o600
-    assert os.stat(os.path.dirname(sw.statefile)).st_mode & 0o777 == 0o700
-    state = _guard.read_state(sw.statefile)
-    assert state["owner"] == OWNER and state["restore"] == {"source": "absent"}
-    assert state["reclaim"]["units"] == [UNIT] and state["lock_path"] == sw.lock
-    pkg = os.path.join(sw.lib, "ansible_collections", "llmops", "specdec", "plugins", "module_utils")
-    assert sorted(os.path.basename(p) for p in armed["library"]["written"] if os.path.dirname(p) == pkg and not p.endswith("__init__.py")) \
-        == sorted(_guard.payload())
-    for path in armed["library"]["written"]:
-        assert os.stat(path).st_mode & 0o777 == 0o644
-    with open(os.path.join(pkg, "_guard.py"), "rb") as handle:
-        with open(os.path.join(REPO, "plugins", "module_utils", "_guard.py"), "rb") as mine:
-            assert handle.read() == mine.read()
-    assert _guard.install_library(sw.lib) == []  # rewritten only when content changed
-
-    run = sd.calls("systemd-run")[-1]["argv"]
-    assert run[0] == "--unit=" + _guard.watcher_name(UNIT) and "--setenv=PYTHONPATH=" + sw.lib in run
-    assert run[-4:] == ["watch", sw.statefile, "--poll", "0.2"]
-    # The installed copy runs on its own: no checkout, no test PYTHONPATH.
-    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": sw.lib}
-    out = subprocess.run([sys.executable, "-c", "from ansible_collections.llmops.specdec.plugins.module_utils "
-                          "import _guard; print(_guard.__file__)"], env=env, cwd=str(tmp_path),
-                         capture_output=True, text=True, timeout=30, check=True)
-    assert out.stdout.strip() == os.path.join(pkg, "_guard.py")
-    # A second arm of the same run keeps the watcher (same code, still active).
-    before = len(sd.calls("systemd-run"))
-    again = sw.arm(ready_url=None, ttl=600)
-    assert again["library"]["written"] == [] and len(sd.calls("systemd-run")) == before
-    assert again["guard"]["renewals"] == 1
-
-
-def test_payload_is_the_guard_and_what_it_imports_and_never_ansible(monkeypatch):
-    files = _guard.payload()
-    assert {"_guard.py", "_lock.py", "_reclaim.py", "_procs.py", "_nvml.py", "_systemd.py"} <= set(files)
-    for name, data in files.items():
-        with open(os.path.join(REPO, "plugins", "module_utils", name), "rb") as handle:
-            assert handle.read() == data
-        ours, ansible = _guard._imports(name, data)
-        assert ours <= set(files) and not ansible, (name, ansible)
-    real = _guard._read_module
-    monkeypatch.setattr(_guard, "_read_module", lambda name: (
-        b"from ansible.module_utils.urls import open_url\n" if name == "_systemd.py" else real(name)))
-    with pytest.raises(_guard.GuardError, match="_systemd.py imports ansible.module_utils.urls"):
-        _guard.payload()
 
 
 # ------------------------------------------------------------ a baseline parked beside its candidate
@@ -424,7 +243,7 @@ def test_guard_wakes_a_parked_baseline_instead_of_restarting_it(gpus, sd, tmp_pa
     armed = sw.arm(park={"unit": CANDIDATE, "unit_path": sw.cand_path, "env_file": None, "wake_timeout": 30})
     assert armed["guard"]["park"]["unit"] == CANDIDATE
     assert armed["guard"]["reclaim"]["units"] == [UNIT, CANDIDATE]  # a restart after a failed wake stops both
-    _guard.renew(sw.statefile, RUN, 0.3)
+    _guard_state.renew(sw.statefile, RUN, 0.3)
 
     rec = sw.wait_record()
     assert rec["outcome"] == "restored_by_guard" and "parked baseline woken" in rec["reason"], rec
@@ -443,7 +262,7 @@ def test_guard_restarts_a_parked_baseline_whose_wake_up_fails(gpus, sd, tmp_path
     sw.arm(park={"unit": CANDIDATE, "unit_path": sw.cand_path, "env_file": None, "wake_timeout": 30})
     with open(sw.faults, "w") as handle:  # the GPU another tenant filled meanwhile: the wake-up OOMs
         json.dump({"none": {"wake_oom": True}}, handle)
-    _guard.renew(sw.statefile, RUN, 0.3)
+    _guard_state.renew(sw.statefile, RUN, 0.3)
     wait_gone(sw.prod_pid, 60)
     os.unlink(sw.faults)  # the restarted engine starts clean
 

@@ -4,14 +4,13 @@
 """_guard's restore writes the state it puts back with the normal path's modes (issue 31, item 9).
 
 ``_record`` and ``_files`` keep every file under the state directory 0600 (baselines, history); the
-guard's restore must not leave them world-readable. No processes: the writes alone.
+guard's restore must not leave them world-readable (the history: test__guard_state.py). No processes:
+the writes alone.
 """
 from __future__ import annotations
 
 import os
 import stat
-
-import pytest
 
 from ansible_collections.llmops.specdec.plugins.module_utils import _guard, _unitfile
 
@@ -34,22 +33,6 @@ def test_restore_puts_baselines_back_0600(tmp_path):
     assert _mode(str(unit_path)) == 0o644  # the unit file stays readable to systemd's tools
 
 
-def test_guard_history_is_0600_in_a_0700_directory(tmp_path):
-    history = tmp_path / "state" / "history.jsonl"
-    _guard.append_history(str(history), {"outcome": "restored_by_guard"})
-    assert _mode(str(history)) == 0o600
-    assert _mode(str(history.parent)) == 0o700
-
-
-def test_guard_history_written_0644_before_is_made_0600(tmp_path):
-    history = tmp_path / "history.jsonl"
-    history.write_text('{"old": 1}\n')
-    os.chmod(str(history), 0o644)
-    _guard.append_history(str(history), {"outcome": "restored_by_guard"})
-    assert _mode(str(history)) == 0o600
-    assert history.read_text().count("\n") == 2
-
-
 # --------------------------------------------------------------------------- issue 31, item 3
 
 def test_the_guard_removes_only_a_candidate_unit_the_collection_wrote(tmp_path):
@@ -66,10 +49,3 @@ def test_the_guard_removes_only_a_candidate_unit_the_collection_wrote(tmp_path):
     state = {"park": {"unit": "vllm-server-candidate.service", "unit_path": str(ours), "env_file": None}}
     _guard._remove_parked_candidate(state, lambda argv: calls.append(argv) or (0, "", ""))
     assert not ours.exists() and calls == [["systemctl", "disable", "vllm-server-candidate.service"]]
-
-
-@pytest.mark.parametrize("unit", ["sshd.service", "vllm-server.service"])
-def test_the_guard_is_armed_only_for_a_candidate_unit_name(unit):
-    with pytest.raises(_guard.GuardError, match="must be a candidate unit name"):
-        _guard._park_section({"unit": "vllm-server.service",
-                              "park": {"unit": unit, "unit_path": "/etc/systemd/system/" + unit}})

@@ -9,14 +9,14 @@ import time
 
 import pytest
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _guard, _lease
+from ansible_collections.llmops.specdec.plugins.module_utils import _guard_state, _lease
 
 
 @pytest.fixture
 def statefile(tmp_path):
     path = tmp_path / "guard" / "vllm-server.service.json"
     path.parent.mkdir(mode=0o700)
-    path.write_text(json.dumps({"version": _guard.STATE_VERSION, "run_id": "run-a", "unit": "vllm-server.service", "phase": _guard.PHASE_ARMED,
+    path.write_text(json.dumps({"version": _guard_state.STATE_VERSION, "run_id": "run-a", "unit": "vllm-server.service", "phase": _guard_state.PHASE_ARMED,
                                 "deadline": time.time() + 5}))
     return path
 
@@ -39,7 +39,7 @@ def test_a_lease_that_is_not_ours_any_more_is_lost(statefile, change, why):
         statefile.unlink()
     else:
         doc = json.loads(statefile.read_text())
-        doc.update({"other": {"run_id": "run-b"}, "restoring": {"phase": _guard.PHASE_RESTORING}}[change])
+        doc.update({"other": {"run_id": "run-b"}, "restoring": {"phase": _guard_state.PHASE_RESTORING}}[change])
         statefile.write_text(json.dumps(doc))
     with pytest.raises(_lease.LeaseLost, match=why):
         _lease.renew({"statefile": str(statefile), "run_id": "run-a", "ttl": 60})
@@ -59,7 +59,7 @@ def test_heartbeat_renews_while_the_block_runs_and_keeps_the_first_loss(statefil
 
 
 def _state(**kw):
-    doc = {"version": _guard.STATE_VERSION, "run_id": "run-a", "phase": _guard.PHASE_ARMED, "deadline": 100.0,
+    doc = {"version": _guard_state.STATE_VERSION, "run_id": "run-a", "phase": _guard_state.PHASE_ARMED, "deadline": 100.0,
            "deadline_at": "then"}
     doc.update(kw)
     return doc
@@ -68,7 +68,7 @@ def _state(**kw):
 @pytest.mark.parametrize("state, now, why", [
     (None, 0, "no guard is armed"),
     (_state(run_id="run-b"), 0, "belongs to run run-b, not run-a"),
-    (_state(phase=_guard.PHASE_RESTORING, restoring_since="t"), 0, "the guard is restoring since t"),
+    (_state(phase=_guard_state.PHASE_RESTORING, restoring_since="t"), 0, "the guard is restoring since t"),
     (_state(deadline=None), 0, "has no deadline"),
     (_state(), 100.0, "deadline then passed 0.0 s ago without a renewal from the controller"),
     (_state(), 130.5, "passed 30.5 s ago"),

@@ -41,7 +41,7 @@ def test_win_single_stream_but_loss_under_load_rolls_back():
 
 def test_errors_above_the_limit_make_the_candidate_invalid_and_roll_back_even_when_faster():
     cand = vs.summarize({"levels": [level(1, 130.0, 7.6, 55.0, errors=1, completed=9),
-                                   level(8, 600.0, 12.0, 65.0)]})
+                                    level(8, 600.0, 12.0, 65.0)]})
     out = v.decide(BASE, cand)
     assert (out["decision"], out["verdict"]) == ("rollback", "invalid")
     assert out["invalid"] == [{"side": "candidate", "level": 1, "why": "errors 10.0% [1.8%, 40.4%] above the limit 1.0%"}]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import random
 
+
 def level(c, tok_s, tpot, ttft, errors=0, completed=10):
     # The shape of one entry of spec_bench's bench.levels (RETURN documents it).
     return {"concurrency": c, "output_tok_s": tok_s, "tpot_ms": {"median": tpot},

@@ -14,7 +14,7 @@ import yaml
 from ansible.module_utils import basic
 
 from ansible_collections.llmops.specdec.plugins.doc_fragments import lease as lease_fragment
-from ansible_collections.llmops.specdec.plugins.module_utils import _guard, _nvml, _optional, _systemd
+from ansible_collections.llmops.specdec.plugins.module_utils import _guard_state, _nvml, _optional, _systemd
 from ansible_collections.llmops.specdec.plugins.modules import gpu_reclaim
 from ansible_collections.llmops.specdec.tests.unit.plugins.modules.module_harness import ExitJson, FailJson, run_module
 from ansible_collections.llmops.specdec.tests.unit.plugins.module_utils.reclaim_host import (
@@ -94,8 +94,8 @@ def _armed_guard(tmp_path, deadline_in):
     """A guard state file as switch_guard writes it, armed by run-a."""
     path = tmp_path / "guard" / "vllm-server.service.json"
     path.parent.mkdir(mode=0o700)
-    path.write_text(json.dumps({"version": _guard.STATE_VERSION, "run_id": "run-a", "unit": "vllm.service",
-                                "phase": _guard.PHASE_ARMED, "deadline": time.time() + deadline_in}))
+    path.write_text(json.dumps({"version": _guard_state.STATE_VERSION, "run_id": "run-a", "unit": "vllm.service",
+                                "phase": _guard_state.PHASE_ARMED, "deadline": time.time() + deadline_in}))
     return {"statefile": str(path), "run_id": "run-a", "ttl": 90}
 
 

@@ -237,11 +237,11 @@ def test_the_key_is_in_no_output_even_when_the_server_echoes_it():
 
 
 def _guard_state(tmp_path, deadline_in, run_id='run-a'):
-    from ansible_collections.llmops.specdec.plugins.module_utils import _guard
+    from ansible_collections.llmops.specdec.plugins.module_utils import _guard_state
     path = tmp_path / 'guard' / 'vllm-server.service.json'
     path.parent.mkdir(mode=0o700, exist_ok=True)
-    path.write_text(json.dumps({'version': _guard.STATE_VERSION, 'run_id': run_id, 'unit': 'vllm-server.service',
-                                'phase': _guard.PHASE_ARMED, 'deadline': time.time() + deadline_in, 'renewals': 0}))
+    path.write_text(json.dumps({'version': _guard_state.STATE_VERSION, 'run_id': run_id, 'unit': 'vllm-server.service',
+                                'phase': _guard_state.PHASE_ARMED, 'deadline': time.time() + deadline_in, 'renewals': 0}))
     return path
 
 

@@ -11,7 +11,7 @@ import time
 import pytest
 import yaml
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _guard
+from ansible_collections.llmops.specdec.plugins.module_utils import _guard_state
 from ansible_collections.llmops.specdec.plugins.modules import spec_bench_wait
 from ansible_collections.llmops.specdec.tests.unit.plugins.modules.module_harness import ExitJson, FailJson, run_module
 
@@ -33,8 +33,8 @@ def run(args, expect=ExitJson, check=False):
 def lease(tmp_path):
     path = tmp_path / "guard" / "vllm-server.service.json"
     path.parent.mkdir(mode=0o700)
-    path.write_text(json.dumps({"version": _guard.STATE_VERSION, "run_id": "run-a", "unit": "vllm-server.service",
-                                "phase": _guard.PHASE_ARMED, "deadline": time.time() + 5}))
+    path.write_text(json.dumps({"version": _guard_state.STATE_VERSION, "run_id": "run-a", "unit": "vllm-server.service",
+                                "phase": _guard_state.PHASE_ARMED, "deadline": time.time() + 5}))
     return {"statefile": str(path), "run_id": "run-a", "ttl": 600}
 
 

@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _guard
+from ansible_collections.llmops.specdec.plugins.module_utils import _guard_lease, _guard_state
 from ansible_collections.llmops.specdec.plugins.modules import switch_guard, switch_lock
 from ansible_collections.llmops.specdec.tests.unit.plugins.module_utils.guard_host import (
     FakeSystemd, wait_gone, wait_until)
@@ -28,7 +28,7 @@ RUN = "20261201T091200Z-4711"
 @pytest.fixture
 def sd(tmp_path, monkeypatch, shim):
     fake = FakeSystemd(tmp_path, monkeypatch, shim)
-    monkeypatch.setattr(_guard, "UNIT_DIR", fake.unit_dir)
+    monkeypatch.setattr(_guard_lease, "UNIT_DIR", fake.unit_dir)
     yield fake
     fake.cleanup()
 
@@ -44,7 +44,7 @@ def host(tmp_path, sd):
         dst.write(src.read())
     return {"state_dir": state_dir, "unit_path": unit_path, "snapshot": snapshot,
             "lock": str(tmp_path / "run" / "llmops-specdec.lock"), "lib": str(tmp_path / "lib"),
-            "statefile": _guard.state_path(state_dir, UNIT)}
+            "statefile": _guard_state.state_path(state_dir, UNIT)}
 
 
 def guard(host, **kw):
@@ -74,16 +74,16 @@ def test_arm_status_renew_confirm(host, sd):
     armed = run_module(switch_guard.main, arm_args(host))
     assert armed["changed"] and armed["armed"] and armed["watcher"]["active"] and armed["watcher"]["started"]
     assert armed["boot_unit"] == {"name": "llmops-specdec-guard-boot@sglang-server.service",
-                                  "written": os.path.join(sd.unit_dir, _guard.BOOT_TEMPLATE), "enabled": True}
+                                  "written": os.path.join(sd.unit_dir, _guard_lease.BOOT_TEMPLATE), "enabled": True}
     assert armed["guard"]["restore"]["source"] == host["snapshot"] and len(armed["guard"]["restore"]["sha256"]) == 64
     assert armed["guard"]["owner"] == {"controller": "ctl", "awx_job_id": "99", "label": "eagle3"}
     assert armed["guard"]["reclaim"] == {"scope": "gpu", "gpus": ["0"], "units": [UNIT]}
     assert 590 < armed["remaining"] <= 600 and armed["restored"] is False
-    watcher = sd.unit(_guard.watcher_name(UNIT))["pid"]
+    watcher = sd.unit(_guard_lease.watcher_name(UNIT))["pid"]
 
     rearmed = run_module(switch_guard.main, arm_args(host))
     assert rearmed["library"]["written"] == [] and rearmed["boot_unit"]["written"] is None
-    assert len(sd.calls("systemd-run")) == 1 and sd.unit(_guard.watcher_name(UNIT))["pid"] == watcher
+    assert len(sd.calls("systemd-run")) == 1 and sd.unit(_guard_lease.watcher_name(UNIT))["pid"] == watcher
 
     status = run_module(switch_guard.main, guard(host, state="status"))
     assert status["changed"] is False and status["armed"] and status["watcher"]["active"]
