@@ -15,6 +15,7 @@ from ansible_collections.llmops.specdec.plugins.module_utils._lazy import module
 _verdict = module_util("_verdict")
 _verdict_stats = module_util("_verdict_stats")
 _verdict_explain = module_util("_verdict_explain")
+_verdict_guardrails = module_util("_verdict_guardrails")
 
 
 def _wrap(func):
@@ -48,12 +49,18 @@ def verdict_summary(bench, max_tokens=None):
     return _string_keys(_verdict_stats.summarize(bench, max_tokens))
 
 
-def verdict_decide(candidate, baseline, thresholds=None, plan=None, max_tokens=None, lossy=False):
-    return _string_keys(_verdict.decide(baseline, candidate, thresholds, plan, max_tokens, final=True, lossy=lossy))
+def verdict_decide(candidate, baseline, thresholds=None, plan=None, max_tokens=None, lossy=False, prior_acceptance=None):
+    return _string_keys(_verdict.decide(baseline, candidate, thresholds, plan, max_tokens, final=True, lossy=lossy,
+                                        prior_acceptance=prior_acceptance))
 
 
-def verdict_round(candidate, baseline, thresholds=None, plan=None, max_tokens=None, lossy=False):
-    return _string_keys(_verdict.decide(baseline, candidate, thresholds, plan, max_tokens, final=False, lossy=lossy))
+def verdict_round(candidate, baseline, thresholds=None, plan=None, max_tokens=None, lossy=False, prior_acceptance=None):
+    return _string_keys(_verdict.decide(baseline, candidate, thresholds, plan, max_tokens, final=False, lossy=lossy,
+                                        prior_acceptance=prior_acceptance))
+
+
+def verdict_prior_acceptance(records, engine, model, suite, spec):
+    return _verdict_guardrails.prior_acceptance(records, engine, model, suite, spec)
 
 
 def verdict_problems(measurement, thresholds=None, max_tokens=None, side="baseline"):
@@ -77,4 +84,4 @@ class FilterModule:
     def filters(self):
         return {func.__name__: _wrap(func) for func in (
             verdict_thresholds, verdict_plan, verdict_summary, verdict_decide, verdict_round, verdict_problems,
-            verdict_drift, verdict_baseline, verdict_line)}
+            verdict_drift, verdict_baseline, verdict_line, verdict_prior_acceptance)}

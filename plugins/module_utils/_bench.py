@@ -231,6 +231,7 @@ def level_requests(cfg, conc):
 def _level_not_run(conc, requests, detail, probe):
     level = _bench_stats.summarise([_bench_stream.not_started(detail) for _i in range(requests)], conc, 0)
     level['acceptance'] = probe.skipped('not read: the level did not run')
+    level['prefix_cache'] = None
     return level
 
 
@@ -339,6 +340,7 @@ def _run_levels(cfg, transport, watchdog, model, metrics):
     cut = False   # whether run_timeout left something unmeasured
     for conc in cfg['concurrency']:
         probe = _bench_accept.AcceptanceProbe(transport, cfg['url'], metrics)
+        prefix = _bench_accept.PrefixCacheProbe(transport, cfg['url'], metrics)
         if watchdog.run_over():
             levels.append(_level_not_run(conc, level_requests(cfg, conc), _not_started_detail(watchdog), probe))
             cut = True
@@ -346,6 +348,7 @@ def _run_levels(cfg, transport, watchdog, model, metrics):
         if cfg.get('warmup'):
             run_level(transport, url, bodies, conc, 0, warmup=cfg['warmup'], watchdog=watchdog, max_bytes=max_bytes)
         probe.start(watchdog.bound(stall))
+        prefix.start(watchdog.bound(stall), probe.texts.get('start'))
         results, wall = run_level(transport, url, bodies, conc, level_requests(cfg, conc), watchdog=watchdog,
                                   max_bytes=max_bytes, max_tokens=cfg['max_tokens'])
         level = _bench_stats.summarise(results, conc, wall, limit(cfg, 'max_samples'))
@@ -357,9 +360,11 @@ def _run_levels(cfg, transport, watchdog, model, metrics):
         cut = cut or bool(level['error_kinds'].get('deadline'))
         if watchdog.run_over():
             level['acceptance'] = probe.skipped('not read: %s' % watchdog.run_end_why())
+            level['prefix_cache'] = prefix.skipped('not read: %s' % watchdog.run_end_why())
             cut = cut or probe.engine is not None  # an engine's acceptance was due
         else:
             level['acceptance'] = probe.finish(watchdog.bound(stall))
+            level['prefix_cache'] = prefix.finish(watchdog.bound(stall), probe.texts.get('finish'))
         levels.append(level)
     return levels, cut, lowest
 

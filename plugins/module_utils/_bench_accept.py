@@ -59,20 +59,22 @@ class AcceptanceProbe:
         self.engine = _engine.get(kind) if _engine.known(kind) else None  # None: no acceptance ('none')
         self.before = None
         self.before_error = None
+        self.texts = {}  # the /metrics texts read at 'start' and 'finish' (PrefixCacheProbe reads the same)
 
     def _reads(self, kind):
         return self.engine is not None and self.engine.ACCEPTANCE_METRICS['kind'] == kind
 
-    def _counters(self, timeout):
+    def _counters(self, timeout, when):
         status, text, err = self.transport.get(self.root + '/metrics', timeout)
         if status != 200:
             raise ProbeError('GET /metrics %s' % _answer(status, text, err))
+        self.texts[when] = text
         return _prom.counters(_prom.parse_text(text), self.engine.ACCEPTANCE_METRICS['prefix'])
 
     def start(self, timeout=None):
         if self._reads('counters'):
             try:
-                self.before = self._counters(timeout)
+                self.before = self._counters(timeout, 'start')
             except Exception as exc:  # whatever the server sent: an error in the result, never a traceback
                 self.before_error = str(exc)
 
@@ -88,7 +90,7 @@ class AcceptanceProbe:
             if self.before is None:
                 return {'source': source, 'error': self.before_error}
             try:
-                after = self._counters(timeout)
+                after = self._counters(timeout, 'finish')
             except Exception as exc:  # as in start()
                 return {'source': source, 'error': str(exc)}
             acc = _prom.counter_acceptance(self.before, after, self.engine.ACCEPTANCE_METRICS, source)
@@ -120,8 +122,70 @@ class AcceptanceProbe:
             out['error'] = 'GET %s %s' % (names['path'], _answer(status, text, err))
         status, text, err = self.transport.get(self.root + '/metrics', timeout)
         if status == 200:
+            self.texts['finish'] = text
             try:
                 out['last_batch_accept_length'] = _prom.gauge_mean(_prom.parse_text(text), names['gauge'])
             except _prom.PromParseError:
                 pass
+        return out
+
+
+class PrefixCacheProbe:
+    """The engine's prefix-cache counters around one level (its adapter's ``PREFIX_CACHE_METRICS``).
+
+    ``finish`` returns ``{"source", "hits", "queries", "hit_rate", "error"}`` (tokens: queried prompt tokens and
+    those found in the cache, summed over every series of the counter), or None without an engine's metrics.
+    A counter that went down (a restart during the level) or a server that exports no queries counter gives
+    an ``error`` and no figures: the verdict's guardrail then has nothing to judge.
+    """
+
+    def __init__(self, transport, base_url, kind):
+        self.transport = transport
+        self.root = _http.server_root(base_url)
+        self.engine = _engine.get(kind) if _engine.known(kind) else None
+        self.before = None
+        self.before_error = None
+
+    def _read(self, timeout, text=None):
+        if text is None:
+            status, text, err = self.transport.get(self.root + '/metrics', timeout)
+            if status != 200:
+                raise ProbeError('GET /metrics %s' % _answer(status, text, err))
+        names = self.engine.PREFIX_CACHE_METRICS
+        sums, seen = {'hits': 0.0, 'queries': 0.0}, set()
+        for name, _labels, value in _prom.parse_text(text):
+            for key in ('hits', 'queries'):
+                if name == names[key]:
+                    sums[key] += value
+                    seen.add(key)
+        if 'queries' not in seen:
+            raise ProbeError('the server exports no %s counter' % names['queries'])
+        return sums  # no hits series: none yet (a labelled counter has no series before its first increment)
+
+    def start(self, timeout=None, text=None):
+        """``text``: a /metrics text read at this moment already (the AcceptanceProbe's), else one is read."""
+        if self.engine is None:
+            return
+        try:
+            self.before = self._read(timeout, text)
+        except Exception as exc:  # whatever the server sent: an error in the result, never a traceback
+            self.before_error = str(exc)
+
+    def skipped(self, why):
+        return {'source': 'metrics', 'error': why} if self.engine is not None else None
+
+    def finish(self, timeout=None, text=None):
+        if self.engine is None:
+            return None
+        out = {'source': 'metrics', 'hits': None, 'queries': None, 'hit_rate': None, 'error': None}
+        if self.before is None:
+            return dict(out, error=self.before_error)
+        try:
+            after = self._read(timeout, text)
+        except Exception as exc:  # as in start()
+            return dict(out, error=str(exc))
+        hits, queries = after['hits'] - self.before['hits'], after['queries'] - self.before['queries']
+        if hits < 0 or queries < 0:
+            return dict(out, error='a prefix-cache counter went down during the level (the server restarted)')
+        out.update(hits=int(hits), queries=int(queries), hit_rate=(hits / queries) if queries else None)
         return out

@@ -39,6 +39,8 @@ only, so the guard's payload and AnsiballZ carry it) that defines every name in 
     where speculative acceptance is read from
 ``RUNNING_GAUGE``
     the running-request gauge of /metrics (the batch it runs now) and the label values a series must have
+``PREFIX_CACHE_METRICS``
+    the /metrics counters of prompt tokens queried in the prefix cache and of those it had (``hits``, ``queries``)
 ``TUNE_BATCH_ENDS``
     the batch sizes a schedule band may end at as given (None: any)
 
@@ -68,7 +70,7 @@ FACTS = ("NAME", "TITLE", "RELEASE", "DOCS_URL", "UNIT_DESCRIPTION", "EXECUTABLE
          "cache_env", "HEALTH_PATH", "READY_LISTS_MODEL", "LOG_PREFIX",
          "LOAD_FIGURES", "LOAD_SPANS", "COMPILE_CACHE_LINES", "LOAD_PROGRESS", "READY_LINE", "LOAD_STAGES",
          "load_phases", "PARK", "METRICS_MARKER", "ACCEPTANCE_SOURCE", "ACCEPTANCE_METRICS",
-         "RUNNING_GAUGE", "TUNE_BATCH_ENDS", "METHODS", "METHOD_ALIASES", "NO_SCHEDULE", "SCHEDULE_TOP_K", "QUANTIZATIONS", "CHECKS",
+         "RUNNING_GAUGE", "PREFIX_CACHE_METRICS", "TUNE_BATCH_ENDS", "METHODS", "METHOD_ALIASES", "NO_SCHEDULE", "SCHEDULE_TOP_K", "QUANTIZATIONS", "CHECKS",
          "SCHEDULE_FILES", "schedule_file", "schedule_warnings", "render_spec")
 
 # The registry, in the order docs and choices list the engines; the first is the default.

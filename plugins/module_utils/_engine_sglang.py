@@ -159,6 +159,13 @@ ACCEPTANCE_METRICS = {
                "into this figure; use a fresh server per run for an exact value"),
 }
 
+# Prefix cache (_bench_accept.PrefixCacheProbe): the tokenizer's counters of prompt tokens and of the cached ones
+# (observability/metrics_collector.py; cached_tokens_total has a cache_source label and no series before the first
+# hit; both need --enable-metrics), differenced around a level. The sglang:cache_hit_rate gauge is a recent window.
+PREFIX_CACHE_METRICS = {
+    "hits": "sglang:cached_tokens_total",
+    "queries": "sglang:prompt_tokens_total",
+}
 
 # The batch the engine runs now (_levels, issue 32): srt/observability/metrics_collector.py's gauge, one series per
 # scheduler (labels tp_rank, pp_rank, moe_ep_rank ...); the first rank of each data-parallel scheduler holds its batch.

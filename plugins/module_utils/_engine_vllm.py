@@ -184,6 +184,13 @@ ACCEPTANCE_METRICS = {
 # (vllm/v1/metrics/loggers.py, one series per engine index: summed); ``only``: the label values a series must have.
 RUNNING_GAUGE = {"name": "vllm:num_requests_running", "only": {}}
 
+# Prefix cache (_bench_accept.PrefixCacheProbe, the verdict's prefix-cache guardrail): counters of queried and
+# cached prompt tokens (v1/metrics/loggers.py PrometheusStatLogger), differenced around a level; hit rate = hits / queries.
+PREFIX_CACHE_METRICS = {
+    "hits": "vllm:prefix_cache_hits_total",
+    "queries": "vllm:prefix_cache_queries_total",
+}
+
 # Tune: band ends the engine honours as they are (None: every batch size; SGLang pads to graph sizes).
 TUNE_BATCH_ENDS = None
 

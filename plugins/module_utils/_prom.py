@@ -285,6 +285,9 @@ def switch_textfile(record, timestamp):
     ``..._switch_speedup_ci{method,suite,bound}``, ``llmops_specdec_output_tokens_per_second{role,concurrency}``
     (candidate and baseline), ``..._switch_output_divergence{method,suite}`` (the lossless check),
     ``..._switch_load_seconds{method,suite,phase}`` (the candidate's start, docs/load.md),
+    ``..._switch_guardrail_fired{method,suite,concurrency,guardrail}`` and
+    ``..._switch_prefix_cache_hit_ratio{method,suite,concurrency,role}`` (the verdict's guardrails),
+    ``..._switch_wake_probe_collapsed{suite}`` (the wake probe of a parked baseline, when judged),
     ``..._switch_host_unstable{suite}`` and ``..._switch_drift_ratio{suite,concurrency}``
     (the restored configuration over the baseline, after a rollback).
     """
@@ -316,6 +319,22 @@ def switch_textfile(record, timestamp):
     if _figure(lossless.get('rate')):
         _family(out, 'llmops_specdec_switch_output_divergence', 'Share of the prompts whose greedy output differed from '
                 'the baseline\'s (the lossless check).', [(judged, lossless['rate'])])
+    guardrails = record.get('guardrails') or {}
+    rows = [row for row in guardrails.get('checks') or [] if isinstance(row, dict) and row.get('figure')]
+    _family(out, 'llmops_specdec_switch_guardrail_fired', '1 when the guardrail stopped the candidate (always-valid bound '
+            'for errors and the TTFT tail), 0 when it held (docs/verdict.md, Guardrails).',
+            [(judged + [('concurrency', row.get('level')), ('guardrail', str(row['figure']).replace('guardrail_', ''))],
+              1 if row.get('status') == 'fail' else 0) for row in rows])
+    hits = [(judged + [('concurrency', row.get('level')), ('role', role)], row[key])
+            for row in rows if row.get('figure') == 'guardrail_prefix_cache'
+            for role, key in (('candidate', 'candidate'), ('baseline', 'baseline')) if _figure(row.get(key))]
+    _family(out, 'llmops_specdec_switch_prefix_cache_hit_ratio', 'Prefix-cache hit rate over the benchmark, from the '
+            'engine\'s own counters (hit tokens / queried tokens).', hits)
+    probe = (record.get('park') or {}).get('wake_probe') if isinstance(record.get('park'), dict) else None
+    if isinstance(probe, dict) and probe.get('judged'):
+        _family(out, 'llmops_specdec_switch_wake_probe_collapsed', '1 when the woken baseline\'s speculative acceptance '
+                'collapsed against the probe before parking (it was restarted instead), 0 when it held.',
+                [(suite, 1 if probe.get('collapsed') else 0)])
     load = record.get('load') or {}
     phases = [(judged + [('phase', phase)], load[phase])
               for phase in ('weights', 'compile', 'graph_capture', 'kv_profile', 'other', 'total') if _figure(load.get(phase))]

@@ -121,6 +121,7 @@ def markdown(records, generated_at):
         out += ["- %s" % _md(verdict_line(rec)) for rec in switches]
     out += judged_on_section(switches)
     out += lossless_section(switches)
+    out += guardrails_section(switches)
     out += load_section(switches)
     if nightly:
         out += ["", "## Nightly check", ""]
@@ -206,6 +207,25 @@ def lossless_section(records):
         out.append(head + "%s, divergence %s (%s/%s prompts) - %s" % (
             word, "-" if rate is None else "%.1f%%" % (100 * rate), check.get("differ", "-"), check.get("compared", "-"),
             _md(check.get("why", ""))))
+    return out
+
+
+def guardrails_section(records):
+    """The "Guardrails" lines (docs/verdict.md): per switch record with ``guardrails``, the one that stopped the
+    candidate with its figures, else every guardrail that held with its figures."""
+    rows = [rec for rec in records if isinstance(rec.get("guardrails"), dict) and rec["guardrails"].get("checks")]
+    if not rows:
+        return []
+    out = ["", "## Guardrails", ""]
+    for rec in rows:
+        guard = rec["guardrails"]
+        head = "- %s %s: " % (_md(rec.get("host", "-")), _md(rec.get("label", "candidate")))
+        fired = guard.get("fired") or []
+        if fired:
+            out.append(head + "STOPPED - " + "; ".join("c=%s %s" % (row.get("level"), _md(row.get("why", ""))) for row in fired))
+        else:
+            out.append(head + "held (always-valid, alpha %s each) - %s" % (
+                guard.get("alpha", "-"), "; ".join("c=%s %s" % (row.get("level"), _md(row.get("why", ""))) for row in guard["checks"])))
     return out
 
 

@@ -29,7 +29,8 @@ from __future__ import annotations
 import math
 import time
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _bench_outputs, _stats, _verdict_explain, _verdict_lossless, _verdict_stats
+from ansible_collections.llmops.specdec.plugins.module_utils import (
+    _bench_outputs, _stats, _verdict_explain, _verdict_guardrails, _verdict_lossless, _verdict_stats)
 
 DEFAULT_THRESHOLDS = {
     # Speculation costs draft GPU time and memory; keep it only for a clear win.
@@ -44,6 +45,8 @@ DEFAULT_THRESHOLDS = {
     # speculation is lossless and both sides decode one sequence at a time, so none by default.
     "max_output_divergence": 0.0,
 }
+# The guardrails' (_verdict_guardrails): max_ttft_tail_regression, max_prefix_cache_drop.
+DEFAULT_THRESHOLDS.update(_verdict_guardrails.DEFAULT_THRESHOLDS)
 
 # How the verdict is reached; docs/verdict.md derives the defaults and their operating characteristics.
 DEFAULT_PLAN = {
@@ -75,6 +78,8 @@ DEFAULT_PLAN = {
     # (_verdict_paired) where both sides name their prompts; 0: the unpaired estimators everywhere.
     "paired": 1,
 }
+# The guardrails' (_verdict_guardrails): guardrail_alpha, each guardrail's false-stop probability at each level.
+DEFAULT_PLAN.update(_verdict_guardrails.DEFAULT_PLAN)
 
 _PLAN_INTS = ("first_round", "round_requests", "max_requests", "baseline_requests")
 # Whole numbers that may be 0 (what turns the setting off); paired also takes a boolean.
@@ -121,7 +126,7 @@ def thresholds(overrides=None):
         value = _number("threshold", key, value)
         if value < 0:
             raise VerdictError("threshold %s must be >= 0, got %s" % (key, value))
-        if key in ("max_error_rate", "max_output_divergence") and value > 1:
+        if key in ("max_error_rate", "max_output_divergence", "max_prefix_cache_drop") and value > 1:
             raise VerdictError("threshold %s is a share and must be <= 1, got %s" % (key, value))
         merged[key] = value
     return merged
@@ -153,7 +158,7 @@ def at_level(limits, level):
 _PLAN_RANGES = {
     "alpha": (0.0, 0.5, False), "futility": (0.0, 0.5, True), "speedup_tolerance": (0.0, None, True),
     "host_shift": (0.0, 0.5, True), "spending": (0.0, None, False), "confidence": (0.5, 1.0, False),
-    "max_seconds": (0.0, None, False),
+    "max_seconds": (0.0, None, False), "guardrail_alpha": (0.0, 0.5, False),
 }
 
 
@@ -217,7 +222,8 @@ def problems(summary, overrides=None, max_tokens=None, side="baseline"):
 
 # --------------------------------------------------------------------------- the sequential verdict
 
-def decide(baseline, candidate, overrides=None, plan_overrides=None, max_tokens=None, final=True, lossy=False):
+def decide(baseline, candidate, overrides=None, plan_overrides=None, max_tokens=None, final=True, lossy=False,
+           prior_acceptance=None):
     """Judge candidate rounds against the baseline.
 
     baseline: a bench result or summary (or a list of them, merged). candidate: the same, or a list of
@@ -233,6 +239,10 @@ def decide(baseline, candidate, overrides=None, plan_overrides=None, max_tokens=
     baseline's, per prompt), or ``{"skipped": why}``; it is the first check, and a failed one rolls back
     ("outputs differ from the baseline"). ``lossy``: the operator's opt-in for a sampler that is lossy by
     design; its divergence is reported, never a reason to roll back.
+
+    ``guardrails`` (``_verdict_guardrails.check``): every guardrail of this look; one that fired rolls back at
+    once (``guardrail`` names it). ``prior_acceptance``: what the same method showed before
+    (``_verdict_guardrails.prior_acceptance``), for the acceptance guardrail.
     """
     limits = thresholds(overrides)
     settings = plan(plan_overrides)
@@ -273,19 +283,33 @@ def decide(baseline, candidate, overrides=None, plan_overrides=None, max_tokens=
         last_given = k == len(cand_rounds)
         is_final = planned_final or (final and last_given) or k >= len(looks)
         cand_fig = {level: _verdict_stats.level_figures(cand_acc[level]) for level in measured}
-        invalid_now = invalid + [
-            {"side": "candidate", "level": level, "why": why}
-            for level in measured for why in _verdict_stats.level_problems(cand_fig[level], cand_acc[level], at_level(limits, level), limit_tokens)]
+        # Before the last look the candidate's error rate is the error guardrail's (an always-valid bound), not
+        # the point rule's: an early look at a few requests must not stop a candidate within the limit.
+        other_problems = invalid + _candidate_problems(measured, cand_fig, cand_acc, limits, limit_tokens, point_errors=False)
+        invalid_now = other_problems if not is_final else (
+            invalid + _candidate_problems(measured, cand_fig, cand_acc, limits, limit_tokens, point_errors=True))
         result.update(round=k, requests={level: (cand_fig[level]["ok"] + cand_fig[level]["errors"]) if level in cand_fig else 0
                                          for level in common},
                       elapsed_s=_verdict_stats.elapsed(cand_acc))
         lossless = _verdict_lossless.compare(base_outputs, _verdict_lossless.merge([r.get("outputs") for r in cand_rounds[:k]]),
                                              limits["max_output_divergence"], lossy)
         result["lossless"] = lossless
+        guard = _verdict_guardrails.check(_verdict_guardrails.inputs(measured, base_acc, cand_acc, base_rounds, cand_rounds[:k]),
+                                          lambda level: at_level(limits, level), settings["guardrail_alpha"],
+                                          prior_acceptance, [dict(r["levels"][lv], concurrency=lv) for r in cand_rounds[:k]
+                                                             for lv in common if lv in r["levels"]],
+                                          len(looks))
+        result["guardrails"] = guard
+        if guard["fired"] and not other_problems:
+            # a guardrail fired: stop now, whichever look this is; the guardrail is the reason (before the
+            # point rule on errors of the last look)
+            result["guardrail"] = guard["fired"][0]["figure"]
+            return _finish(result, "rollback", guard["fired"], [], base_fig, cand_fig, common)
         if invalid_now:
             return _finish(result, "invalid", [], invalid_now, base_fig, cand_fig, common)
         checks = [c for c in [_verdict_lossless.as_check(lossless)] if c is not None]
         designs = {}
+        checks.extend(row for row in guard["checks"] if row["status"] == "open")  # errors above the limit block a keep
         for level in common:
             if level not in cand_fig:
                 checks.append(_not_measured(level, base_fig[level], limits))
@@ -329,6 +353,19 @@ def _not_measured(level, base, limits):
             "limit": limits["min_speedup"], "target": None, "method": "samples", "ratio": None, "ci": None,
             "bar": None, "bound": None, "status": "open", "ok": False,
             "why": "not measured yet (the first look runs the lowest level only)"}
+
+
+def _candidate_problems(common, cand_fig, cand_acc, limits, limit_tokens, point_errors):
+    """The candidate's problems (``_verdict_stats.level_problems``); without ``point_errors`` an error rate above
+    ``max_error_rate`` is not one (the error guardrail judges it)."""
+    out = []
+    for level in common:
+        level_limits = at_level(limits, level)
+        if not point_errors:
+            level_limits["max_error_rate"] = 1.0
+        out.extend({"side": "candidate", "level": level, "why": why}
+                   for why in _verdict_stats.level_problems(cand_fig[level], cand_acc[level], level_limits, limit_tokens))
+    return out
 
 
 def _finish(result, verdict, checks, invalid, base_fig, cand_fig, common):

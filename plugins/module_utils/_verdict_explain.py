@@ -71,7 +71,8 @@ def verdict_line(rec):
     ``HOST: OUTCOME LABEL on SUITE (xS.SS [LO, HI]) - REASON``; OUTCOME is the record's ``outcome``
     (kept, rolled_back, unchanged, failed) in capitals, or the verdict's word when there is none. An
     inconclusive verdict rolled back reads ``ROLLED BACK ... not shown faster ...``. A drift check
-    (``drift``: the result of ``_verdict.drift``) that found the host unstable is appended.
+    (``drift``: the result of ``_verdict.drift``) that found the host unstable is appended, and so is a wake
+    probe (``park.wake_probe``, ``_park_probe``) that found the woken baseline's acceptance collapsed.
     """
     outcome = rec.get("outcome")
     if outcome:
@@ -91,5 +92,8 @@ def verdict_line(rec):
     check = rec.get("drift")
     if isinstance(check, dict) and check.get("unstable"):
         line += "; host unstable: %s" % check.get("reason", "")
+    probe = (rec.get("park") or {}).get("wake_probe") if isinstance(rec.get("park"), dict) else None
+    if isinstance(probe, dict) and probe.get("collapsed"):  # the wake probe (_park_probe): restarted instead
+        line += "; production restarted, not woken: %s" % probe.get("line", "")
     # Issue 32: the levels judged and the one that decided, the prompts (a warning on synthetic ones).
     return line + _levels.line_notes(rec)

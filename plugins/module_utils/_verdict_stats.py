@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import math
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _stats, _verdict_explain, _verdict_lossless, _verdict_paired
+from ansible_collections.llmops.specdec.plugins.module_utils import (_stats, _verdict_explain, _verdict_guardrails,
+                                                                    _verdict_lossless, _verdict_paired)
 
 
 class VerdictError(ValueError):
@@ -67,6 +68,10 @@ def _level_summary(level):
     if isinstance(samples, dict) and samples:
         out["samples"] = {key: list(samples.get(key) or []) for key in SAMPLE_KEYS if key in samples}
         out["samples_truncated"] = bool(level.get("samples_truncated", False))
+    if isinstance(level.get("prefix_cache"), dict):  # the engine's counters, for the prefix-cache guardrail
+        out["prefix_cache"] = dict(level["prefix_cache"])
+    if isinstance(level.get("acceptance"), dict):  # the engine's acceptance, for the acceptance guardrail
+        out["acceptance"] = dict(level["acceptance"])
     return out
 
 
@@ -217,6 +222,9 @@ def summarize(bench, max_tokens=None):
         if acc["samples"] is not None:
             figures["samples"] = dict((k, v) for k, v in acc["samples"].items() if v is not None)
             figures["samples_truncated"] = acc["truncated"]
+        prefix = _verdict_guardrails.merge_prefix([r["levels"][level].get("prefix_cache") for r in rounds if level in r["levels"]])
+        if prefix is not None:
+            figures["prefix_cache"] = prefix
         levels[level] = figures
     out = {"levels": levels}
     limit = next((r["max_tokens"] for r in rounds if r.get("max_tokens") is not None), None)

@@ -581,6 +581,33 @@ bench:
               description: SGLang only. The C(sglang:spec_accept_length) gauge (last batch) when C(/metrics) exports it.
               type: float
               sample: 3.1
+        prefix_cache:
+          description:
+            - The engine's prefix-cache counters over this level (its adapter's names; vLLM C(vllm:prefix_cache_queries_total)
+              and C(vllm:prefix_cache_hits_total), SGLang C(sglang:prompt_tokens_total) and C(sglang:cached_tokens_total)),
+              for the verdict's prefix-cache guardrail; null when O(metrics) is C(none).
+          type: dict
+          contains:
+            source:
+              description: Always C(metrics).
+              type: str
+              sample: metrics
+            hits:
+              description: Prompt tokens found in the prefix cache during the level.
+              type: int
+              sample: 9216
+            queries:
+              description: Prompt tokens looked up in the prefix cache during the level.
+              type: int
+              sample: 10240
+            hit_rate:
+              description: hits / queries, or null without queries.
+              type: float
+              sample: 0.9
+            error:
+              description: Why the figures could not be read (no such counter, a restart during the level), or null.
+              type: str
+              sample: null
         per_request:
           description: With O(per_request), one entry per measured request in the order sent; otherwise absent.
           type: list

@@ -222,9 +222,27 @@ def test_mock_metrics_are_sglangs_names_types_and_labels(mock_sglang):
     assert ["model_name", "engine_type", "tp_rank", "pp_rank", "moe_ep_rank"] in sets  # scheduler gauges
     assert ["model_name", "engine_type"] in sets  # tokenizer metrics
     for name, labels, _value in _prom.parse_text_small(text):
-        keys = [k for k in labels if k not in ("le", "is_streaming")]
+        keys = [k for k in labels if k not in ("le", "is_streaming", "cache_source")]
         assert keys in sets, (name, keys)
     assert sglang_gauge(_prom.parse_text_small(text)) is not None
+
+
+def test_the_prefix_cache_counters_the_adapter_reads_are_sglangs():
+    """PREFIX_CACHE_METRICS (the verdict's prefix-cache guardrail): counters of the collector, the cached tokens' with
+    the cache_source label the mock gives them too."""
+    real = _real_metric_families()
+    for key in ("hits", "queries"):
+        name = _engine_sglang.PREFIX_CACHE_METRICS[key]
+        assert real.get(name) == "counter", name  # SGLang's collector names its counters with `_total`
+    source = wheel_file("sglang", "srt/observability/metrics_collector.py")
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Counter" and any(
+                kw.arg == "name" and getattr(kw.value, "value", None) == "sglang:cached_tokens_total" for kw in node.keywords):
+            labelnames = next(kw.value for kw in node.keywords if kw.arg == "labelnames")
+            assert "cache_source" in ast.unparse(labelnames)
+            break
+    else:
+        raise AssertionError("no sglang:cached_tokens_total Counter in the collector")
 
 
 def test_avg_spec_accept_length_is_what_the_scheduler_computes(mock_host):

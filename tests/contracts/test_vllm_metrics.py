@@ -181,6 +181,23 @@ def test_mock_metrics_have_the_engines_names_types_labels_and_buckets(mock_vllm,
     assert sorted(spec) == sorted(n for n in mock if n.startswith("vllm:spec_decode"))
 
 
+def test_the_prefix_cache_counters_the_adapter_reads_are_vllms(real_families, mock_vllm):
+    """PREFIX_CACHE_METRICS (the verdict's prefix-cache guardrail) name counters PrometheusStatLogger exports; the
+    mock exports them with the same samples (test above); the collection's probe reads a repeated prompt's hits."""
+    from ansible_collections.llmops.specdec.plugins.module_utils import _bench_accept, _http  # noqa: E402
+    for key in ("hits", "queries"):
+        name = _engine_vllm.PREFIX_CACHE_METRICS[key]
+        family = real_families[name[:-len("_total")]]
+        assert family[0] == "counter" and name in family[2], name
+    probe = _bench_accept.PrefixCacheProbe(_http.DirectTransport(10), "http://127.0.0.1:%d/v1" % mock_vllm.port, "vllm")
+    probe.start()
+    for _i in range(2):
+        code, _body = mock_vllm.post("/v1/completions", {"model": "m", "prompt": MOCK.REPETITIVE, "max_tokens": 2})
+        assert code == 200
+    out = probe.finish()
+    assert out["error"] is None and out["queries"] > 0 and 0 < out["hits"] <= out["queries"]
+
+
 def test_the_collection_reads_the_mock_like_the_engine(mock_vllm):
     _ctype, before_text = _mock_text(mock_vllm)
     before = _counters(before_text, _prom.parse_text)

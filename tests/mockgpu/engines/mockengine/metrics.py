@@ -47,6 +47,10 @@ class Stats:
         self.waiting = 0
         self.prompt_tokens = 0
         self.generation_tokens = 0
+        # Prefix cache (vLLM's prefix_cache_queries/hits, SGLang's cached_tokens): prompts seen before, by text.
+        self.prefix_queries = 0
+        self.prefix_hits = 0
+        self._seen_prompts = set()
         # vllm.v1.engine.FinishReason: every reason has its series from the start
         self.success = {"stop": 0, "length": 0, "abort": 0, "error": 0, "repetition": 0}
         self.drafts = 0
@@ -75,6 +79,18 @@ class Stats:
             self.accepted_per_pos[i] += 1
         self._win_steps += 1
         self._win_spec_tokens += 1 + accepted
+
+    def record_prefix(self, prompt, prompt_tokens, collapse=False):
+        """Caller holds the lock. One request's prefix-cache lookup: a prompt seen before hits in whole blocks of
+        16 tokens but the last token (vLLM computes at least one, as SGLang), a new one misses. Fault
+        ``prefix_cache_collapse``: nothing hits (EAGLE/MTP with a hybrid cache: vLLM 54360, 53670, SGLang 32459)."""
+        hit = 0
+        if prompt in self._seen_prompts and not collapse:
+            hit = ((prompt_tokens - 1) // 16) * 16
+        self._seen_prompts.add(prompt)
+        self.prefix_queries += prompt_tokens
+        self.prefix_hits += hit
+        return hit
 
     def record_tokens(self, count):
         """Caller holds the lock."""
@@ -118,7 +134,8 @@ class Stats:
         out.append("# TYPE %s_total counter" % name)
         for labels, value in samples:
             out.append("%s_total%s %s" % (name, _labels(labels), _fmt(value)))
-        self._created(out, name, help_text, [labels for labels, _value in samples])
+        if samples:  # a labelled counter without children has no _created family either
+            self._created(out, name, help_text, [labels for labels, _value in samples])
 
     def _gauge(self, out, name, help_text, labels, value):
         out.append("# HELP %s %s" % (name, help_text))
@@ -144,6 +161,10 @@ class Stats:
             self._gauge(out, "vllm:num_requests_waiting", "Number of requests waiting to be processed.", base, self.waiting)
             self._counter(out, "vllm:prompt_tokens", "Number of prefill tokens processed.", [(base, self.prompt_tokens)])
             self._counter(out, "vllm:generation_tokens", "Number of generation tokens processed.", [(base, self.generation_tokens)])
+            self._counter(out, "vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.",
+                          [(base, self.prefix_queries)])
+            self._counter(out, "vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.",
+                          [(base, self.prefix_hits)])
             self._counter(out, "vllm:request_success", "Count of successfully processed requests.",
                           [(base + [("finished_reason", k)], v) for k, v in self.success.items()])
             if spec_enabled:
@@ -180,6 +201,9 @@ class Stats:
             self._counter(out, "sglang:prompt_tokens", "Number of prefill tokens processed.", [(streamed, self.prompt_tokens)])
             self._counter(out, "sglang:generation_tokens", "Number of generation tokens processed.",
                           [(streamed, self.generation_tokens)])
+            # a labelled counter without children exports no sample (prometheus_client): none before the first hit
+            self._counter(out, "sglang:cached_tokens", "Number of cached prompt tokens by source (device/host/storage).",
+                          [(tok + [("cache_source", "device")], self.prefix_hits)] if self.prefix_hits else [])
             self._histogram(out, "sglang:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
                             streamed, self.ttft)
             self._histogram(out, "sglang:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", tok, self.itl)

@@ -22,7 +22,10 @@ the mock's choice, not checked against the engines.
 
 Fault ``wake_oom`` (the faults file, read when the wake-up comes, so a test can set it while the engine is
 parked): the wake-up fails like CUDA on a GPU another tenant filled meanwhile: the ranks exit with
-``torch.OutOfMemoryError`` and the engine with them.
+``torch.OutOfMemoryError`` and the engine with them. Fault ``draft_lost_on_wake`` (read when the wake-up
+comes): the engine wakes and serves, but its draft did not come back: every drafted token is rejected from
+then on (acceptance 0, vLLM issue 52479 after sleep level 2), so it serves at the cost of drafting with
+nothing accepted.
 """
 import glob
 import json
@@ -69,6 +72,9 @@ class Parker:
         self.parked = False
         self.level = 0
         self.lock = threading.Lock()
+        # Fault draft_lost_on_wake: the wake-up does not bring the draft back; from then on no drafted token is
+        # accepted (vLLM issue 52479: an MTP draft not reloaded after sleep level 2 and wake, a silent 2x slowdown).
+        self.draft_lost = False
 
     def _weights_gib(self):
         return max((r["mib"] for r in self.ranks), default=0) * self.cfg["weights_share"] / 1024.0
@@ -128,4 +134,6 @@ class Parker:
                     time.sleep(seconds)
             if ok:
                 self.parked, self.level = False, 0
+                if settings_mod.load_faults(self.fault_key).get("draft_lost_on_wake"):
+                    self.draft_lost = True
             return ok

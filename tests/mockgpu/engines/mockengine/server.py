@@ -397,7 +397,7 @@ class _Handler(BaseHTTPRequestHandler):
         req = _Request(self, st, chat, body, stream, opts, prompt_tokens)
         gen = _Generation(st, Decoder(st.params, st.spec, text, rng, collapse_above=st.faults.get("collapse_above")),
                           rng, prompt_tokens, limit, finish,
-                          _Text(text, body.get("seed"), st.faults))
+                          _Text(text, body.get("seed"), st.faults), prompt=text)
         gen.run(req)
 
 
@@ -581,8 +581,9 @@ class _Request:
 class _Generation:
     """Prefill then decode steps for one request, paced to absolute deadlines."""
 
-    def __init__(self, state, decoder, rng, prompt_tokens, limit, finish, text):
+    def __init__(self, state, decoder, rng, prompt_tokens, limit, finish, text, prompt=""):
         self.st = state
+        self.prompt = prompt
         self.dec = decoder
         self.rng = rng
         self.text = text
@@ -606,6 +607,7 @@ class _Generation:
             stats.waiting -= 1
             stats.running += 1
             stats.prompt_tokens += self.prompt_tokens
+            stats.record_prefix(self.prompt, self.prompt_tokens, bool(st.faults.get("prefix_cache_collapse")))
         produced = 0
         reason = "abort"
         epoch = st.abort_epoch
@@ -634,6 +636,8 @@ class _Generation:
                 with stats.lock:
                     running = stats.running
                 seconds, accepted = self.dec.step(running)
+                if st.park is not None and st.park.draft_lost:  # fault draft_lost_on_wake: every draft rejected
+                    accepted = 0
                 emit = min(1 + accepted, self.limit - produced)
                 deadline += seconds
                 self._sleep_until(deadline)

@@ -11,7 +11,7 @@ import http.client
 import threading
 import time
 
-from conftest import TOTAL_MIB, MockGpuHost, wait_until
+from conftest import REPETITIVE, TOTAL_MIB, MockGpuHost, wait_until
 
 RESIDUAL = 2000  # the profile's residual_mib in these tests
 DEV = {"VLLM_SERVER_DEV_MODE": "1"}
@@ -181,3 +181,33 @@ def test_sglang_pause_abort_then_release_holds_new_requests_until_continue(tmp_p
     second.join(30)
     assert held["res"][0] == 200 and held["res"][1]["choices"][0]["finish_reason"] == "length"
     assert eng.proc.poll() is None
+
+
+def _accepted(eng, prompt):
+    """(accepted, drafts) over one greedy request, from the engine's own counters."""
+    def counts():
+        prom = eng.metrics()
+        return tuple(sum(v for (name, _labels), v in prom.items() if name == n)
+                     for n in ("vllm:spec_decode_num_accepted_tokens_total", "vllm:spec_decode_num_drafts_total"))
+    before = counts()
+    status, _body = eng.post("/v1/completions", {"model": "org/model-7b", "prompt": prompt, "max_tokens": 40,
+                                                 "ignore_eos": True})
+    assert status == 200
+    after = counts()
+    return after[0] - before[0], after[1] - before[1]
+
+
+def test_draft_lost_on_wake_fault_leaves_acceptance_at_zero_after_the_wake_up(tmp_path, engines):
+    # vLLM issue 52479: the woken engine serves, but its MTP draft was not reloaded; the faults file is read when
+    # the wake-up comes, so the acceptance before parking is the engine's usual one.
+    host = _host(tmp_path)
+    eng = engines.vllm(host, "--gpu-memory-utilization", "0.5", "--enable-sleep-mode", "--speculative-config",
+                       '{"method": "ngram", "num_speculative_tokens": 3}', env=host.env(CUDA_VISIBLE_DEVICES="6", **DEV))
+    eng.wait_ready()
+    accepted, drafts = _accepted(eng, REPETITIVE)
+    assert drafts > 0 and accepted > 0
+    assert eng.request("POST", "/sleep?level=1")[0] == 200
+    host.set_faults({"ngram": {"draft_lost_on_wake": True}})
+    assert eng.request("POST", "/wake_up")[0] == 200
+    accepted, drafts = _accepted(eng, REPETITIVE)
+    assert drafts == 39 and accepted == 0  # every token after the first from a step that accepted nothing

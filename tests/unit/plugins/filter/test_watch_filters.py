@@ -26,7 +26,7 @@ def env_fixture():
 
 def test_filter_names_and_their_docs():
     names = sorted(FilterModule().filters())
-    assert names == ["acceptance_summary", "acceptance_textfile", "acceptance_watch"]
+    assert names == ["acceptance_summary", "acceptance_textfile", "acceptance_watch", "wake_probe"]
     for name in names:
         doc = yaml.safe_load(open(os.path.join(FILTER_DIR, name + ".yml"), encoding="utf-8"))
         assert doc["DOCUMENTATION"]["name"] == name and doc["RETURN"]["_value"]["type"]

@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _bench, _bench_stats, _bench_stream, _http, _secrets
+from ansible_collections.llmops.specdec.plugins.module_utils import _bench, _bench_accept, _bench_stats, _bench_stream, _http, _secrets
 from ansible_collections.llmops.specdec.tests.unit.plugins.module_utils.sse_server import (
     SSEServer, closed_port_url, completion_event, simple_plan,
 )
@@ -339,8 +339,9 @@ def test_named_levels_run_as_named_without_reading_the_gauge():
     assert bench['level_choice'] == {'source': 'named', 'levels': [4, 1],
                                      'why': 'the levels the operator named (spec_switch_bench_concurrency)'}
     assert [lv['concurrency'] for lv in bench['levels']] == [4, 1]
-    # only the acceptance's read before each level (a 404 here, so none after it): no observation
-    assert gets == ['/metrics', '/metrics']
+    # only the acceptance's and the prefix cache's reads before each level (a 404 here, so none after it): no
+    # observation of the gauge
+    assert gets == ['/metrics'] * 4
 
 
 def test_sglang_running_requests_are_the_first_rank_of_each_scheduler():
@@ -350,3 +351,61 @@ def test_sglang_running_requests_are_the_first_rank_of_each_scheduler():
     with SSEServer([], {'/metrics': (200, text)}) as srv:
         value, err = _bench.running_now(transport(), srv.url, _bench._engine.get('sglang'))
     assert (value, err) == (9.0, None)
+# ---------------------------------------------------------------- prefix cache (the verdict's guardrail)
+
+PREFIX_METRICS = """# TYPE vllm:prefix_cache_queries_total counter
+vllm:prefix_cache_queries_total{{engine="0",model_name="m"}} {q0}
+vllm:prefix_cache_queries_total{{engine="1",model_name="m"}} {q1}
+# TYPE vllm:prefix_cache_hits_total counter
+vllm:prefix_cache_hits_total{{engine="0",model_name="m"}} {h0}
+vllm:prefix_cache_hits_total{{engine="1",model_name="m"}} {h1}
+"""
+
+
+def test_the_prefix_cache_counters_are_differenced_around_a_level_from_the_acceptance_reads():
+    scrapes = iter([dict(q0=100, q1=0, h0=0, h1=0),       # auto-detection
+                    dict(q0=100, q1=0, h0=0, h1=0),       # before the level
+                    dict(q0=1100, q1=1000, h0=900, h1=700)])  # after it (every data-parallel engine summed)
+
+    def metrics():
+        return 200, PREFIX_METRICS.format(**next(scrapes))  # a fourth GET would raise StopIteration: no extra read
+
+    gets = {'/v1/models': (200, {'data': [{'id': 'm'}]}), '/metrics': metrics}
+    with SSEServer([simple_plan(3, continuous=True)], gets) as srv:
+        bench = _bench.run_benchmark(dict(url=srv.url, api='completions', model=None, prompts=[('x', 'p')],
+                                          max_tokens=3, concurrency=[1], requests=2, warmup=0, metrics='auto',
+                                          timeout=5))
+    want = {'source': 'metrics', 'hits': 1600, 'queries': 2000, 'hit_rate': 0.8, 'error': None}
+    assert bench['levels'][0]['prefix_cache'] == want
+
+
+class _Texts:
+    """A transport whose /metrics answers are given in turn."""
+
+    def __init__(self, *answers):
+        self.answers = list(answers)
+
+    def get(self, url, timeout=None):
+        return self.answers.pop(0)
+
+
+HIT_LINE = 'sglang:cached_tokens_total{model_name="m",engine_type="unified",cache_source="device"} 96\n'
+SGLANG_PREFIX = """# TYPE sglang:prompt_tokens_total counter
+sglang:prompt_tokens_total{{model_name="m",engine_type="unified",is_streaming="true"}} {q}
+{hits}"""
+
+
+def test_the_prefix_cache_probe_reads_sglangs_counters_and_says_what_is_missing():
+    probe = _bench_accept.PrefixCacheProbe(_Texts(
+        (200, SGLANG_PREFIX.format(q=50, hits=''), None),  # no cached_tokens series before the first hit
+        (200, SGLANG_PREFIX.format(q=450, hits=HIT_LINE), None)), 'http://h:1/v1', 'sglang')
+    probe.start()
+    assert probe.finish() == {'source': 'metrics', 'hits': 96, 'queries': 400, 'hit_rate': 0.24, 'error': None}
+    restarted = _bench_accept.PrefixCacheProbe(_Texts((200, SGLANG_PREFIX.format(q=500, hits=''), None),
+                                                      (200, SGLANG_PREFIX.format(q=20, hits=''), None)), 'http://h', 'sglang')
+    restarted.start()
+    assert restarted.finish()['error'] == 'a prefix-cache counter went down during the level (the server restarted)'
+    missing = _bench_accept.PrefixCacheProbe(_Texts((200, '', None)), 'http://h', 'vllm')
+    missing.start()
+    assert missing.finish(text='')['error'] == 'the server exports no vllm:prefix_cache_queries_total counter'
+    assert _bench_accept.PrefixCacheProbe(_Texts(), 'http://h', 'none').finish() is None
