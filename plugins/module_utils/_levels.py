@@ -134,8 +134,8 @@ def line_notes(rec):
             out += "; levels %s from production's batch (busy median %s, p90 %s running)" % (
                 _levels_text(choice["levels"]), _fmt(choice.get("median") or 0), _fmt(choice.get("p90") or 0))
         elif src == "fallback":
-            out += "; levels %s by default (%s)" % (_levels_text(choice["levels"]),
-                                                     str(choice.get("why") or "").split(": the default levels")[0])
+            why = str(choice.get("why") or "").split(": the default levels", 1)[0]
+            out += "; levels %s by default (%s)" % (_levels_text(choice["levels"]), why)
         else:
             out += "; levels %s %s" % (_levels_text(choice["levels"]), "named" if src == "named" else "stored")
         decided = rec.get("decided_by") if isinstance(rec.get("decided_by"), dict) else deciding(rec)

@@ -185,7 +185,6 @@ def gauge_mean(samples, name):
     return (sum(vals) / len(vals)) if vals else None
 
 
-
 def gauge_sum(samples, name, only=None):
     """The sum of the gauge ``name`` over its series whose labels match ``only`` (where they have that label),
     e.g. the running requests of every engine of a data-parallel server; None when no such series."""
@@ -193,6 +192,7 @@ def gauge_sum(samples, name, only=None):
     vals = [s[2] for s in samples if s[0] == name and not math.isnan(s[2])
             and all(s[1].get(k, v) == v for k, v in only.items())]
     return math.fsum(vals) if vals else None
+
 
 # --------------------------------------------------------------------------- textfile (node_exporter)
 

@@ -169,8 +169,8 @@ def judged_on_section(records):
         if decided:
             check = next((c for c in rec.get("checks") or [] if isinstance(c, dict) and c.get("level") == decided["level"]
                           and c.get("figure") == decided.get("figure")), None)
-            parts.append("decided at c=%s by %s%s" % (decided["level"], _md(str(decided.get("figure"))),
-                                                    ": " + _md(check["why"]) if check and check.get("why") else ""))
+            parts.append("decided at c=%s by %s%s" % (
+                decided["level"], _md(str(decided.get("figure"))), ": " + _md(check["why"]) if check and check.get("why") else ""))
         prompts = rec.get("prompts")
         if isinstance(prompts, dict):
             if prompts.get("synthetic"):

@@ -368,5 +368,5 @@ def unit_settings(settings):
         "ready_url": probe_url,
         "gpus": gpus,
         "tensor_parallel_size": tp,
-        "group": node,
+        "serving_group": node,
     }

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import math
 
-from ansible_collections.llmops.specdec.plugins.module_utils import (_stats, _verdict_explain, _verdict_guardrails,
-                                                                    _verdict_lossless, _verdict_paired)
+from ansible_collections.llmops.specdec.plugins.module_utils import (
+    _stats, _verdict_explain, _verdict_guardrails, _verdict_lossless, _verdict_paired)
 
 
 class VerdictError(ValueError):

@@ -66,8 +66,8 @@ def _start(host, cache_dir, empty_cache):
 
 def _kernels(host, cache_dir, newer=False):
     """Compiled kernels (shared objects) in the cache; with ``newer``, only those written since the last start."""
-    return int(host.sh("find %s -name '*.so' %s | wc -l" % (cache_dir, "-newer /run/specdec-start-marker" if newer
-                                                               else "")).strip())
+    since = "-newer /run/specdec-start-marker" if newer else ""
+    return int(host.sh("find %s -name '*.so' %s | wc -l" % (cache_dir, since)).strip())
 
 
 def test_the_second_start_finds_the_compile_cache(real_host):

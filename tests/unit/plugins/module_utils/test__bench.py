@@ -351,6 +351,8 @@ def test_sglang_running_requests_are_the_first_rank_of_each_scheduler():
     with SSEServer([], {'/metrics': (200, text)}) as srv:
         value, err = _bench.running_now(transport(), srv.url, _bench._engine.get('sglang'))
     assert (value, err) == (9.0, None)
+
+
 # ---------------------------------------------------------------- prefix cache (the verdict's guardrail)
 
 PREFIX_METRICS = """# TYPE vllm:prefix_cache_queries_total counter

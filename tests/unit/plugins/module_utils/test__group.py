@@ -17,7 +17,7 @@ EAGLE3 = {"method": "eagle3", "draft_model": "org/head", "num_speculative_tokens
 def test_alone_is_no_group():
     assert _group.node("vllm", [], "gpu-a01", "", 0, 8) is None
     _text, checked = render()
-    assert checked["group"] is None and "--nnodes" not in checked["argv"]
+    assert checked["serving_group"] is None and "--nnodes" not in checked["argv"]
 
 
 def test_vllm_nodes_share_the_spec_and_differ_in_rank_and_headless():
@@ -25,7 +25,7 @@ def test_vllm_nodes_share_the_spec_and_differ_in_rank_and_headless():
     for name in NODES:
         _text, checked = render(node=name, spec=EAGLE3, **GROUP)
         argvs[name] = checked["argv"]
-        assert checked["group"]["head"] == "gpu-a01" and checked["group"]["nnodes"] == 2
+        assert checked["serving_group"]["head"] == "gpu-a01" and checked["serving_group"]["nnodes"] == 2
     head, worker = argvs["gpu-a01"], argvs["gpu-a02"]
     assert head[head.index("--nnodes"):head.index("--nnodes") + 8] == [
         "--nnodes", "2", "--node-rank", "0", "--master-addr", "10.0.0.1", "--master-port", "29500"]

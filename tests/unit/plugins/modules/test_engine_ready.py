@@ -128,7 +128,7 @@ def test_a_ready_engine_says_where_its_start_went(module_exits, monkeypatch):
     res = exc.value.args[0]
     assert res["ready"] and res["load"] == {"weights": 25.5, "compile": None, "graph_capture": None, "kv_profile": 28.0,
                                             "other": 16.5, "total": 70.0, "compile_cache": None,
-                                                "compile_cache_hit": False}
+                                            "compile_cache_hit": False}
     assert ["journalctl", "_SYSTEMD_INVOCATION_ID=abc"] == [c for c in systemctl.calls if c[0] == "journalctl"][0][:2]
 
 
