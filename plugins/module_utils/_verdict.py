@@ -317,7 +317,9 @@ def decide(baseline, candidate, overrides=None, plan_overrides=None, max_tokens=
             # the planned requests of this level before and at this look (the probe is the lowest level's
             # alone): what it may spend of alpha
             planned = [sum(looks[:j]) - (looks[0] if probing and level != common[0] and j else 0) for j in (k - 1, k)]
-            a_keep = _verdict_stats.alpha_at(settings, planned[0], planned[1], is_final)
+            # the lowest level's planned requests include the probe's: spread alpha over all of them
+            level_total = settings["max_requests"] + (looks[0] if probing and level == common[0] else 0)
+            a_keep = _verdict_stats.alpha_at(settings, planned[0], planned[1], is_final, level_total)
             if level == common[0]:
                 alpha_spent += a_keep
             designs[level] = _verdict_stats.design(level, base_acc[level], cand_acc[level], settings, base_prompts, cand_prompts)

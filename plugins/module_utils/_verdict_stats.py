@@ -400,8 +400,9 @@ def _sample_check(level, figure, base_fig, cand_fig, est, limits, settings, a_ke
     if keep_bar is None:
         check["why"] = "%s, needs >= x%.2f" % (head, target)
     else:
-        check["why"] = "%s, %s %s x%.2f%s (bound x%.3f %s x%.3f)" % (
-            head, word, relation, target, _shift_note(settings["host_shift"]), check["bound"], beside, check["bar"])
+        check["why"] = "%s, %s %s x%.2f%s (bound %s %s x%.3f)" % (
+            head, word, relation, target, _shift_note(settings["host_shift"]),
+            "-" if check["bound"] is None else "x%.3f" % check["bound"], beside, check["bar"])
     return check
 
 
@@ -472,14 +473,15 @@ def alpha_by(settings, k, final):
     return max(0.0, (alpha if final else spent(k)) - before)
 
 
-def alpha_at(settings, before, now, final):
+def alpha_at(settings, before, now, final, total=None):
     """alpha one level's look may spend when the plan has it at ``now`` candidate requests after ``before``.
 
     The same spending function as :func:`alpha_by`, by the planned requests of that level (the first look of
     a few requests, ``probe_requests``, is its own look at the lowest level), so a level's spends over all its
-    looks add up to at most alpha whatever stops the run.
+    looks add up to at most alpha whatever stops the run. ``total``: the level's planned requests (default the
+    plan's ``max_requests``; the lowest level's include the probe's).
     """
-    alpha, total = settings["alpha"], float(settings["max_requests"])
+    alpha, total = settings["alpha"], float(total or settings["max_requests"])
 
     def spent(n):
         return alpha * min(1.0, n / total) ** settings["spending"] if n > 0 else 0.0

@@ -405,3 +405,19 @@ def test_a_single_request_with_impossible_usage_makes_the_level_invalid():
     assert out["invalid"] == [{"side": "candidate", "level": 1,
                                "why": "1 request(s) with impossible token counts in the server's usage (bad_usage)"}]
     assert v.decide(SAMPLED_BASE, run_of(sampled(1, 199)))["verdict"] != "invalid"
+
+
+def test_a_probe_beside_a_short_plan_spends_alpha_over_the_lowest_levels_probe_and_rounds():
+    # molecule/fleet's plan (3 + 3 requests) with the default probe of 4: the last look had no alpha left (the
+    # probe's requests were counted against max_requests alone), its bound was infinite and the reason failed to
+    # format. The lowest level's planned requests include the probe's; every look spends, and all add to alpha.
+    base = run_of(sampled(1, 3, seed=1, tokens=32), max_tokens=32)
+    rounds = [dict(run_of(sampled(1, 4, seed=2, e2e_ms=2500, tokens=32), max_tokens=32), probe=True),
+              run_of(sampled(1, 3, seed=3, e2e_ms=2500, tokens=32), max_tokens=32),
+              run_of(sampled(1, 3, seed=4, e2e_ms=2500, tokens=32), max_tokens=32)]
+    plan = {"first_round": 3, "round_requests": 3, "max_requests": 6}
+    spent = [v.decide(base, rounds[:k], plan_overrides=plan, max_tokens=32, final=False)["alpha_spent"]
+             for k in (1, 2, 3)]
+    assert 0 < spent[0] < spent[1] < spent[2] == pytest.approx(0.05)
+    last = v.decide(base, rounds, plan_overrides=plan, max_tokens=32, final=False)
+    assert last["verdict"] == "inconclusive" and "(bound x" in last["reason"]

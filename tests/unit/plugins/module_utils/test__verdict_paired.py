@@ -194,8 +194,8 @@ def test_a_half_speed_candidate_is_rolled_back_by_the_probe_paired_by_prompt():
     assert speed[0]["design"] == "paired" and speed[0]["pairs"] == {"pairs": 4, "prompts": 4, "unpaired": 0, "how": "residuals"}
     assert 0.45 < out["speedup"] < 0.55 and out["speedup_ci"][1] < 0.6
     assert out["reason"].startswith("c=1 output ") and "cannot be shown >= x1.02" in out["reason"]
-    # the probe spends almost no alpha: alpha (4 / 72)^2
-    assert out["alpha_spent"] == pytest.approx(0.05 * (4 / 72.0) ** 2)
+    # the lowest level plans the probe's 4 requests and the rounds' 72: the probe spends by 4 of 76
+    assert out["alpha_spent"] == pytest.approx(0.05 * (4 / 76.0) ** 2)
 
 
 def test_after_the_probe_every_level_is_measured_and_the_paired_level_decides_first():
