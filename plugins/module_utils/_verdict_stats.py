@@ -312,13 +312,8 @@ def level_problems(figures, acc, limits, max_tokens):
 
 
 def token_limit(value):
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        return None
-    return value if math.isfinite(value) and value > 0 else None
+    value = _stats.finite_or_none(value)
+    return value if value is not None and value > 0 else None
 
 
 # --------------------------------------------------------------------------- checks
