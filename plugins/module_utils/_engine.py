@@ -17,8 +17,9 @@ only, so the guard's payload and AnsiballZ carry it) that defines every name in 
     the spellings of the base flags the collection renders
 ``LOAD_FORMAT_FLAG`` / ``LOAD_FORMATS`` / ``DIRECT_IO_LOAD_FORMATS``
     how the weights are read: the flag, the formats accepted, those that read past the page cache
-``GROUP_FLAGS`` / ``group_args(rank, nnodes, address, port)``
-    a serving group across nodes: the flags that make one, and one node's (_group.py)
+``GROUP_FLAGS`` / ``GROUP_DEFAULT_PORT`` / ``group_args(rank, nnodes, address, port)``
+    a serving group across nodes: the flags that make one, the rendezvous port when none is set, one node's flags
+    (_group.py)
 ``OWNED_FLAGS`` / ``FLAG_SPELLING`` / ``SECRET_FLAGS`` / ``SCHEDULE_OFF`` / ``SCHEDULE_OFF_UNLESS_ONE``
     the flags the collection sets itself, how the parser reads a name (underscores, abbreviations), the
     credential flags and what to use instead, the flags that switch a schedule off
@@ -65,7 +66,7 @@ __all__ = ["ENGINES", "NAMES", "FACTS", "DEFAULT", "UnknownEngine", "get", "know
 # Every fact an adapter supplies (tests/unit/plugins/module_utils/test__engine.py walks the registry).
 FACTS = ("NAME", "TITLE", "RELEASE", "DOCS_URL", "UNIT_DESCRIPTION", "EXECUTABLE", "DEFAULT_PORT",
          "API_KEY_VAR", "KEY_LAUNCHER", "serve_argv", "TP_FLAG", "MEMORY_FLAG", "MAX_LEN_FLAG",
-         "LOAD_FORMAT_FLAG", "LOAD_FORMATS", "DIRECT_IO_LOAD_FORMATS", "GROUP_FLAGS", "group_args",
+         "LOAD_FORMAT_FLAG", "LOAD_FORMATS", "DIRECT_IO_LOAD_FORMATS", "GROUP_FLAGS", "GROUP_DEFAULT_PORT", "group_args",
          "OWNED_FLAGS", "FLAG_SPELLING", "SECRET_FLAGS", "SCHEDULE_OFF", "SCHEDULE_OFF_UNLESS_ONE", "schedule_env_conflict",
          "cache_env", "HEALTH_PATH", "READY_LISTS_MODEL", "LOG_PREFIX",
          "LOAD_FIGURES", "LOAD_SPANS", "COMPILE_CACHE_LINES", "LOAD_PROGRESS", "READY_LINE", "LOAD_STAGES",

@@ -44,6 +44,9 @@ TP_FLAG = "--tp-size"
 # A serving group across nodes (spec_server_nodes, issue 33; SGLang 0.5.23 server_args.py): every node runs the
 # same command with the group's size, its rank and the head's rendezvous (--dist-init-addr HOST:PORT; its
 # alias --nccl-init-addr is owned too); only the head (rank 0) serves HTTP. The TP size must split evenly.
+# SGLang has no default rendezvous port (a group without --dist-init-addr is refused): the collection's is the one
+# SGLang's multi-node docs use.
+GROUP_DEFAULT_PORT = 20000
 GROUP_FLAGS = ("--nnodes", "--node-rank", "--dist-init-addr", "--nccl-init-addr")
 
 

@@ -38,7 +38,9 @@ def serve_argv(executable, model, key_in_env):
 TP_FLAG = "--tensor-parallel-size"
 # A serving group across nodes (spec_server_nodes, issue 33; vLLM 0.33 engine/arg_utils.py "parallel" group): every
 # node runs `vllm serve` with the group's size, its rank and the head's rendezvous; the workers without an API
-# server (--headless). The world size (TP x PP) must split evenly over the nodes.
+# server (--headless). The world size (TP x PP) must split evenly over the nodes. The rendezvous port's default is
+# vLLM's own (config/parallel.py ParallelConfig.master_port).
+GROUP_DEFAULT_PORT = 29501
 
 
 def group_args(rank, nnodes, address, port):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ansible_collections.llmops.specdec.plugins.module_utils import _engine, _gate
 
-__all__ = ["MAX_NODES", "node"]
+__all__ = ["MAX_NODES", "node", "refuse_switch"]
 
 MAX_NODES = 64
 
@@ -31,8 +31,10 @@ def node(engine, nodes, this, address, port, tp):
     """This host's place in its serving group, or None when it serves alone (``nodes`` empty).
 
     Returns ``{"nodes", "nnodes", "rank", "head", "is_head", "address", "port", "args"}``: ``args`` are the
-    engine's flags for this node. Refused before anything is touched: a group of one, a host not in it, a
-    rendezvous that is not a host name or IPv4 address, a port out of range, a TP size the nodes cannot split.
+    engine's flags for this node. ``port`` None (or '') is the engine's ``GROUP_DEFAULT_PORT``. Only the head serves
+    the API (vLLM's workers run ``--headless``, SGLang's rank > 0 start no HTTP server). Refused before anything is
+    touched: a group of one, a host not in it, a rendezvous that is not a host name or IPv4 address, a port out of
+    range, a TP size the nodes cannot split.
     """
     if not nodes:
         return None
@@ -47,6 +49,8 @@ def node(engine, nodes, this, address, port, tp):
     if ":" in address:
         raise _gate.GateError("spec_server_rendezvous_address must be a host name or an IPv4 address, got %r "
                               "(an IPv6 rendezvous is not supported yet)" % address)
+    if port is None or port == "":
+        port = _engine.get(engine).GROUP_DEFAULT_PORT
     port = _gate.integer("spec_server_rendezvous_port", port, 1, 65535)
     # vLLM 0.33 (arg_utils.py: `--nnodes` must evenly divide the world size) and SGLang 0.5.23 (tp_size per node)
     # split the tensor-parallel ranks evenly over the nodes.
@@ -57,3 +61,18 @@ def node(engine, nodes, this, address, port, tp):
     return {"nodes": nodes, "nnodes": len(nodes), "rank": rank, "head": nodes[0], "is_head": rank == 0,
             "address": address, "port": port,
             "args": _engine.get(engine).group_args(rank, len(nodes), address, port)}
+
+
+def refuse_switch(serving_group):
+    """Refuse to switch one node of a serving group (``node``'s output; None passes), before the host is touched.
+
+    The switch of a whole group (every node locked, stopped, started workers first, one verdict through the head,
+    one rollback) is not built yet; a node switched alone leaves a group whose nodes disagree on the speculative
+    config, which cannot start or, worse, serves from nodes that disagree.
+    """
+    if serving_group:
+        raise _gate.GateError(
+            "this host is node %d of a serving group of %d (spec_server_nodes: %s): switching a group is not built "
+            "yet (docs/group.md), and a node switched alone would leave the group's nodes disagreeing on the "
+            "speculative config; nothing was touched" % (serving_group["rank"], serving_group["nnodes"],
+                                                         ", ".join(serving_group["nodes"])))

@@ -130,9 +130,8 @@ def _extra_args(engine, values):
                      "--load-format": "spec_server_load_format (docs/load.md)"}.get(
                          flag, "its spec_server_* variable")
             if flag in _GROUP_ONLY[engine]:
-                where = ("nothing yet: a serving group's flags are rendered per node from one spec (_group.py), and "
-                         "the roles do not switch a group across nodes yet (issue 33); a node switched alone would "
-                         "leave a group whose nodes disagree")
+                where = ("spec_server_nodes, spec_server_rendezvous_address and spec_server_rendezvous_port: a "
+                         "serving group's flags are rendered per node from one spec (docs/group.md)")
             raise _gate.GateError("spec_server_extra_args may not carry %r (item %d, which %s reads as %s; its value "
                                   "is not shown): the collection sets %s itself; use %s"
                                   % (item.split("=", 1)[0], i, engine, flag,
@@ -323,7 +322,7 @@ def unit_settings(settings):
 
     # A node of a serving group: the same spec as every other node, its own rank (_group.py, issue 33).
     node = _group.node(engine, s.get("nodes") or [], s.get("node") or "", s.get("rendezvous_address") or "",
-                       s.get("rendezvous_port") or 0, tp)
+                       s.get("rendezvous_port"), tp)
     argv = _base_argv(s, engine, model, tp, secrets) + (node["args"] if node else []) \
         + _spec.engine_args(spec, engine, tp, schedule_dir) + extra
     probe_url = ready_url(s["host"], s["port"], s.get("ready_url") or "")
@@ -369,4 +368,6 @@ def unit_settings(settings):
         "gpus": gpus,
         "tensor_parallel_size": tp,
         "serving_group": node,
+        # Only a group's head serves the API (vLLM's workers run --headless; SGLang's rank > 0 start no HTTP server).
+        "serves_api": node is None or node["is_head"],
     }

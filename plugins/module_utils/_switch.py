@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import re
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _gate, _suites
+from ansible_collections.llmops.specdec.plugins.module_utils import _gate, _group, _suites
 
 __all__ = ["settings"]
 
@@ -27,6 +27,7 @@ def _choice(field, value, choices):
 def settings(values):
     g = _gate
     v = values
+    _group.refuse_switch(v.get("serving_group"))
 
     def concurrency(field, item):
         return g.integer(field, item, 1, 4096)

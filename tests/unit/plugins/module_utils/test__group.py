@@ -17,7 +17,7 @@ EAGLE3 = {"method": "eagle3", "draft_model": "org/head", "num_speculative_tokens
 def test_alone_is_no_group():
     assert _group.node("vllm", [], "gpu-a01", "", 0, 8) is None
     _text, checked = render()
-    assert checked["serving_group"] is None and "--nnodes" not in checked["argv"]
+    assert checked["serving_group"] is None and "--nnodes" not in checked["argv"] and checked["serves_api"]
 
 
 def test_vllm_nodes_share_the_spec_and_differ_in_rank_and_headless():
@@ -26,6 +26,7 @@ def test_vllm_nodes_share_the_spec_and_differ_in_rank_and_headless():
         _text, checked = render(node=name, spec=EAGLE3, **GROUP)
         argvs[name] = checked["argv"]
         assert checked["serving_group"]["head"] == "gpu-a01" and checked["serving_group"]["nnodes"] == 2
+        assert checked["serves_api"] is (name == "gpu-a01")  # the workers run --headless
     head, worker = argvs["gpu-a01"], argvs["gpu-a02"]
     assert head[head.index("--nnodes"):head.index("--nnodes") + 8] == [
         "--nnodes", "2", "--node-rank", "0", "--master-addr", "10.0.0.1", "--master-port", "29500"]
@@ -72,5 +73,21 @@ def test_the_group_flags_are_owned(engine, flag):
     if engine == "sglang":
         extra.update(unit="sglang-server.service", executable="/usr/bin/python3", user="sglang", group="sglang",
                      port=30000)
-    with pytest.raises(_gate.GateError, match="roles do not switch a group across nodes yet"):
+    with pytest.raises(_gate.GateError, match="spec_server_nodes, spec_server_rendezvous_address"):
         render(**extra)
+
+
+@pytest.mark.parametrize("engine, port, expected", [("vllm", None, "29501"), ("vllm", "", "29501"),
+                                                    ("sglang", None, "gpu-a01:20000"), ("vllm", 23456, "23456")])
+def test_the_rendezvous_port_defaults_to_the_engines(engine, port, expected):
+    """The role's null port is the adapter's GROUP_DEFAULT_PORT (vLLM's own master_port; SGLang has none)."""
+    out = _group.node(engine, NODES, "gpu-a02", "", port, 2)
+    assert expected in out["args"]
+
+
+def test_a_node_of_a_group_is_not_switched_alone():
+    """spec_switch's gate (_switch.settings) refuses a node of a group; a host alone passes."""
+    _group.refuse_switch(None)
+    group = _group.node("vllm", NODES, "gpu-a02", "", None, 2)
+    with pytest.raises(_gate.GateError, match=r"node 1 of a serving group of 2 .*nothing was touched"):
+        _group.refuse_switch(group)

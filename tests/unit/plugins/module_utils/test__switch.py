@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _gate, _switch
+from ansible_collections.llmops.specdec.plugins.module_utils import _gate, _group, _switch
 
 GOOD = {"suite": "reasoning", "bench_api": "completions", "bench_concurrency": [8, 1, 1], "bench_requests": "8",
         "bench_warmup": 1, "bench_max_tokens": 256, "bench_timeout": 120, "missing_baseline": "measure",
@@ -41,6 +41,14 @@ def test_bad_settings_are_refused_naming_the_variable(key, value, match):
     with pytest.raises(_gate.GateError) as info:
         _switch.settings(dict(GOOD, **{key: value}))
     assert match in str(info.value)
+
+
+def test_a_node_of_a_serving_group_is_refused_a_switch_alone():
+    """_group.node's output for a node of a group stops the switch at the gate; a host alone (None) passes."""
+    group = _group.node("vllm", ["gpu-a01", "gpu-a02"], "gpu-a01", "", None, 2)
+    with pytest.raises(_gate.GateError, match=r"node 0 of a serving group of 2 \(spec_server_nodes: gpu-a01, gpu-a02\)"):
+        _switch.settings(dict(GOOD, serving_group=group))
+    assert _switch.settings(dict(GOOD, serving_group=None))["suite"] == GOOD["suite"]
 
 
 def test_park_settings_default_to_production_port_plus_one_and_its_own_unit():
