@@ -136,6 +136,19 @@ def samples(results, max_samples=None):
     return out, len(kept) < len(ok)
 
 
+# Errors that say only that nothing came (the client's side of a dead or stalled server): a request that carries
+# the server's own words is reported before them. A candidate that crashes mid-run fails one request with its
+# error and times the others out; which ends first depends on the host's load (the real tier saw both).
+_SILENT_KINDS = ('timeout', 'request_timeout', 'connect', 'deadline')
+
+
+def first_error(results):
+    """The detail of the first failed request that carries the server's words, else of the first failed one."""
+    failed = [r for r in results if not r.ok]
+    telling = next((r for r in failed if r.error not in _SILENT_KINDS), None)
+    return (telling or failed[0]).detail if failed else None
+
+
 def summarise(results, concurrency, wall_ns, max_samples=None):
     """The figures of one concurrency level from its measured (non warm-up) requests."""
     ok = [r for r in results if r.ok]
@@ -158,7 +171,7 @@ def summarise(results, concurrency, wall_ns, max_samples=None):
         'ok': len(ok),
         'errors': len(results) - len(ok),
         'error_kinds': errors,
-        'first_error': next((r.detail for r in results if not r.ok), None),
+        'first_error': first_error(results),
         'duration_s': wall_s,
         'output_tokens': tokens,
         'output_tok_s': (tokens / wall_s) if wall_s > 0 and ok else None,

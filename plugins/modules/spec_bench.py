@@ -411,7 +411,9 @@ bench:
           type: dict
           sample: {http_5xx: 2}
         first_error:
-          description: Message of the first failed request, or null.
+          description:
+            - Message of the first failed request that carries the server's words (any kind but C(timeout),
+              C(request_timeout), C(connect), C(deadline)), else of the first failed request; null when none failed.
           type: str
           sample: "HTTP 500: injected fault"
         duration_s:

@@ -42,6 +42,15 @@ def test_percentiles_interpolate_linearly():
     assert _bench_stats.stats([]) is None
 
 
+def test_the_first_error_reported_is_the_first_with_the_servers_words():
+    """A crashed engine times most requests out and fails one with its error: that one is reported."""
+    timeout = _bench_stream.RequestResult().fail('timeout', 'no data within the timeout (stalled): timed out')
+    crash = _bench_stream.RequestResult().fail('server_error', 'server error in stream: EngineCore encountered an issue')
+    assert _bench_stats.first_error([made([50], 11, [1]), timeout, crash, timeout]) == crash.detail
+    assert _bench_stats.first_error([timeout, made([50], 11, [1])]) == timeout.detail
+    assert _bench_stats.first_error([made([50], 11, [1])]) is None
+
+
 def test_summarise_rates_and_errors():
     a = made([50, 170], 11, [1, 10])
     b = made([60, 200], 11, [1, 10])
