@@ -27,14 +27,15 @@ def _nodes(values):
     return nodes
 
 
-def node(engine, nodes, this, address, port, tp):
+def node(engine, nodes, this, address, port, tp, play_hosts=None):
     """This host's place in its serving group, or None when it serves alone (``nodes`` empty).
 
     Returns ``{"nodes", "nnodes", "rank", "head", "is_head", "address", "port", "args"}``: ``args`` are the
     engine's flags for this node. ``port`` None (or '') is the engine's ``GROUP_DEFAULT_PORT``. Only the head serves
     the API (vLLM's workers run ``--headless``, SGLang's rank > 0 start no HTTP server). Refused before anything is
     touched: a group of one, a host not in it, a rendezvous that is not a host name or IPv4 address, a port out of
-    range, a TP size the nodes cannot split.
+    range, a TP size the nodes cannot split, and (``play_hosts`` given: the play's hosts) a play without every node
+    (a ``--limit``, or an AWX slice, that would act on part of the group).
     """
     if not nodes:
         return None
@@ -57,6 +58,11 @@ def node(engine, nodes, this, address, port, tp):
     if tp % len(nodes):
         raise _gate.GateError("spec_server_tensor_parallel_size %d does not split over %d nodes: each node runs "
                               "TP/%d ranks" % (tp, len(nodes), len(nodes)))
+    if play_hosts is not None:
+        missing = [n for n in nodes if n not in play_hosts]
+        if missing:
+            raise _gate.GateError("the serving group's nodes %s are not in this play (a --limit or a job slice that "
+                                  "splits the group): a group is deployed and switched whole" % ", ".join(missing))
     rank = nodes.index(this)
     return {"nodes": nodes, "nnodes": len(nodes), "rank": rank, "head": nodes[0], "is_head": rank == 0,
             "address": address, "port": port,

@@ -322,7 +322,7 @@ def unit_settings(settings):
 
     # A node of a serving group: the same spec as every other node, its own rank (_group.py, issue 33).
     node = _group.node(engine, s.get("nodes") or [], s.get("node") or "", s.get("rendezvous_address") or "",
-                       s.get("rendezvous_port"), tp)
+                       s.get("rendezvous_port"), tp, s.get("play_hosts"))
     argv = _base_argv(s, engine, model, tp, secrets) + (node["args"] if node else []) \
         + _spec.engine_args(spec, engine, tp, schedule_dir) + extra
     probe_url = ready_url(s["host"], s["port"], s.get("ready_url") or "")

@@ -85,6 +85,13 @@ def test_the_rendezvous_port_defaults_to_the_engines(engine, port, expected):
     assert expected in out["args"]
 
 
+def test_a_play_without_every_node_is_refused():
+    """A --limit or an AWX slice that holds part of a group is refused: the group acts whole."""
+    with pytest.raises(_gate.GateError, match=r"nodes gpu-a01 are not in this play"):
+        _group.node("vllm", NODES, "gpu-a02", "", None, 2, play_hosts=["gpu-a02", "gpu-b01"])
+    assert _group.node("vllm", NODES, "gpu-a02", "", None, 2, play_hosts=NODES + ["gpu-b01"])["rank"] == 1
+
+
 def test_a_node_of_a_group_is_not_switched_alone():
     """spec_switch's gate (_switch.settings) refuses a node of a group; a host alone passes."""
     _group.refuse_switch(None)
