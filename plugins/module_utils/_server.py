@@ -184,7 +184,8 @@ def _env(values, field, secret=False):
     return out
 
 
-def _gpus(values, tp):
+def _gpus(values, tp, nnodes=1):
+    """The GPUs of this host's engine (``tp``: its tensor-parallel ranks on this host, a group node's share)."""
     def one(field, value):
         value = _gate.text(field, value, max_len=72)
         if not _GPU_ID.match(value):
@@ -193,6 +194,9 @@ def _gpus(values, tp):
     gpus = _gate.word_list("spec_server_cuda_visible_devices", values, one, max_items=1024)
     if len(set(gpus)) != len(gpus):
         raise _gate.GateError("spec_server_cuda_visible_devices lists a GPU twice: %s" % gpus)
+    if gpus and len(gpus) < tp and nnodes > 1:
+        raise _gate.GateError("spec_server_tensor_parallel_size=%d over %d nodes needs %d GPUs on each in "
+                              "spec_server_cuda_visible_devices=%s" % (tp * nnodes, nnodes, tp, gpus))
     if gpus and len(gpus) < tp:
         raise _gate.GateError("spec_server_tensor_parallel_size=%d needs at least that many GPUs in "
                               "spec_server_cuda_visible_devices=%s" % (tp, gpus))
@@ -283,7 +287,12 @@ def unit_settings(settings):
         "spec_server_gpu_memory_utilization", v, 0.0, 1.0, lo_open=True))
     s["max_model_len"] = _optional(s.get("max_model_len"), lambda v: g.integer(
         "spec_server_max_model_len", v, 16, 1 << 24))
-    gpus = _gpus(s.get("cuda_visible_devices") or [], tp)
+    # A node of a serving group: the same spec as every other node, its own rank (_group.py, issue 33); each
+    # node runs its share of the tensor-parallel ranks on its own GPUs.
+    node = _group.node(engine, s.get("nodes") or [], s.get("node") or "", s.get("rendezvous_address") or "",
+                       s.get("rendezvous_port"), tp, s.get("play_hosts"))
+    node_tp = tp // node["nnodes"] if node else tp
+    gpus = _gpus(s.get("cuda_visible_devices") or [], node_tp, node["nnodes"] if node else 1)
     warnings = []
     spec = _spec.normalize(s.get("spec"), engine, tp, warnings=warnings)
     extra = _extra_args(engine, s.get("extra_args") or [])
@@ -296,7 +305,7 @@ def unit_settings(settings):
     # Always named, also for an empty list (the engine then takes GPUs 0..TP-1 anyway): gpu_reclaim
     # reads the unit's CUDA_VISIBLE_DEVICES to know which GPUs are the service's, even when it is stopped.
     environment = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID",
-                   "CUDA_VISIBLE_DEVICES": ",".join(gpus or [str(i) for i in range(tp)])}
+                   "CUDA_VISIBLE_DEVICES": ",".join(gpus or [str(i) for i in range(node_tp)])}
     # The compilation caches in one directory the unit may write, shared by every unit of this user (the
     # baseline, its candidates, a rollback), so a second start of a configuration finds its compiled graphs.
     # The operator's own spec_server_env still wins for any of these names.
@@ -320,9 +329,6 @@ def unit_settings(settings):
         raise g.GateError("spec_server_protect_home must be one of %s, got %r" % (", ".join(_PROTECT_HOME), protect_home))
     env_file = g.path("spec_server_env_file", s["env_file"]) if secrets else ""
 
-    # A node of a serving group: the same spec as every other node, its own rank (_group.py, issue 33).
-    node = _group.node(engine, s.get("nodes") or [], s.get("node") or "", s.get("rendezvous_address") or "",
-                       s.get("rendezvous_port"), tp, s.get("play_hosts"))
     argv = _base_argv(s, engine, model, tp, secrets) + (node["args"] if node else []) \
         + _spec.engine_args(spec, engine, tp, schedule_dir) + extra
     probe_url = ready_url(s["host"], s["port"], s.get("ready_url") or "")

@@ -85,6 +85,17 @@ def test_the_rendezvous_port_defaults_to_the_engines(engine, port, expected):
     assert expected in out["args"]
 
 
+def test_each_node_runs_its_share_of_the_ranks_on_its_own_gpus():
+    """TP 16 over 2 nodes: 8 GPUs a node, by default 0-7 on each; fewer than the share is refused."""
+    _text, checked = render(node="gpu-a02", **GROUP)
+    assert "CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7" in checked["environment"]
+    assert checked["argv"][checked["argv"].index("--tensor-parallel-size") + 1] == "16"
+    _text, checked = render(node="gpu-a02", cuda_visible_devices=list(range(8)), **GROUP)
+    assert checked["gpus"] == [str(i) for i in range(8)]
+    with pytest.raises(_gate.GateError, match=r"tensor_parallel_size=16 over 2 nodes needs 8 GPUs on each"):
+        render(node="gpu-a02", cuda_visible_devices=[0, 1], **GROUP)
+
+
 def test_a_play_without_every_node_is_refused():
     """A --limit or an AWX slice that holds part of a group is refused: the group acts whole."""
     with pytest.raises(_gate.GateError, match=r"nodes gpu-a01 are not in this play"):
