@@ -565,7 +565,11 @@ def main(argv=None):
     if head is not None:
         for _title, r in ranks[:-1]:
             SglangLog(r["log_tag"]).info("Init parallel begin.")
+    began = time.monotonic()
     error = _wait(sup, len(ranks), stopper, head, timeout, log)
+    if head is not None and not error:
+        for _title, r in ranks[:-1]:
+            SglangLog(r["log_tag"]).info("Init parallel ends. elapsed=%.2f s" % (time.monotonic() - began))
     if error == "stop":
         _shutdown(log, state, server, sup, head)
     if error:

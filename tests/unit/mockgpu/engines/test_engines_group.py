@@ -191,6 +191,7 @@ def test_sglang_head_is_ready_only_once_the_worker_node_joined(hosts, engines):
                             "--nccl-init-addr", "127.0.0.1:%d" % port, "--speculative-algorithm", "ngram",
                             "--speculative-num-draft-tokens", "8")
     assert head.wait_ready(20)[-1] == 200
+    assert " TP0] Init parallel begin." in head.log() and " TP0] Init parallel ends." in head.log()
     # node rank 1: its scheduler holds its GPU; no detokenizer; the dummy health server answers once joined
     assert wait_until(lambda: worker.status() == 200, 10)
     assert titles(worker_host) == ["sglang::scheduler_TP1"]
