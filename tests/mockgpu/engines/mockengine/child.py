@@ -15,7 +15,7 @@ import time
 if __name__ == "__main__" and __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from mockengine import gpumem, procs, weights  # noqa: E402
+from mockengine import gpumem, group, procs, weights  # noqa: E402
 from mockengine.log import SglangLog, VllmLog, traceback_text  # noqa: E402
 
 
@@ -142,6 +142,8 @@ def worker(p):
     except Exception as exc:  # an unusable device node or registry is a CUDA init failure
         return _fail(p, log, "RuntimeError: CUDA error: initialization error (%s)" % exc)
     _park_signals(p, log, gpu, want)
+    if p.get("dist_init"):  # a rank of a serving group (vLLM parallel_state.py init_distributed_environment)
+        log.info(p["dist_init"], src="parallel_state.py:1")
     # The weight files for real (the page cache decides how long), then the profile's load time; the lines the
     # real engines log around it (vLLM gpu_model_runner.py / default_loader.py, SGLang model_runner.py), which
     # the collection reads for the load's breakdown (_load.py).
@@ -185,20 +187,41 @@ def enginecore(p):
     """vLLM's EngineCore: starts one worker per TP rank, reports to the API when all are loaded."""
     log = _log(p)
     sup = procs.Supervisor(log, p["python"])
+    head = None
 
     def stop():
+        if head is not None:
+            head.shutdown()
         sup.stop()
         os._exit(0)
 
     procs.install_signals(p.get("ignore_sigterm"), stop)
     procs.die_with_parent(p["parent"])
+    g = p.get("group")
+    if g:
+        try:  # rank 0's TCPStore binds the rendezvous port on every interface
+            head = group.Head("vllm", g["port"], g["nnodes"], g["world_size"], g["spec"], g["spec_text"])
+        except OSError as exc:
+            message = "torch.distributed.DistNetworkError: The server socket has failed to listen on any local " \
+                      "network address. port: %d, useIpv6: false, code: -98, name: EADDRINUSE, message: %s" % (
+                          g["port"], exc.strerror or exc)
+            log.error(message, src="parallel_state.py:1")
+            procs.report(p["ready_fd"], ok=False, rank=-1, error=message)
+            os._exit(1)
+        log.info("DP group leader: node_rank=0, node_rank_within_dp=0, master_addr=%s, mq_connect_ip=%s (local), "
+                 "world_size=%d, local_world_size=%d" % (g["master_addr"], g["master_addr"], g["world_size"],
+                                                         len(p["workers"])), src="multiproc_executor.py:167")
     sup.start([(w["title"], w) for w in p["workers"]])
-    error = sup.wait_ready(len(p["workers"]), p.get("ready_timeout", 600))
+    error = _wait_workers_and_group(sup, p, head, log)
     t0 = time.monotonic()  # vLLM times its engine init after the model is loaded
     if error:
         log.error("EngineCore failed to start.", src="core.py:1")
-        sys.stderr.write(traceback_text("RuntimeError: Worker failed with error '%s', please check the stack trace "
-                                        "above for the root cause" % error) + "\n")
+        if error.startswith(("RuntimeError: Configuration mismatch", "torch.distributed.")):  # the group's
+            sys.stderr.write(traceback_text(error) + "\n")
+        else:
+            sys.stderr.write(traceback_text("RuntimeError: Worker failed with error '%s', please check the stack "
+                                            "trace above for the root cause" % error) + "\n")
+        # (a failed head just goes: the worker nodes see its connection end and fail too)
         sup.stop()
         procs.report(p["ready_fd"], ok=False, rank=-1, error=error)
         os._exit(1)
@@ -209,6 +232,13 @@ def enginecore(p):
         procs.report(p["ready_fd"], ok=True, rank=-1, workers=list(sup.ready.values()))
 
     def worker_died():
+        lost = head.failure() if head is not None else None
+        if lost:
+            # The group's next collective fails on the head (NCCL); the core dies, and the API server after it.
+            log.error("%s (%s)" % (group.NCCL_REMOTE, lost), src="multiproc_executor.py:1")
+            head.closing = True
+            sup.stop()
+            os._exit(1)
         dead = sup.crashed()
         if dead:
             log.error("Worker proc %s died unexpectedly, shutting down executor." % dead, src="multiproc_executor.py:1")
@@ -218,6 +248,30 @@ def enginecore(p):
 
     procs.sleep_forever(worker_died)
     sup.stop()
+
+
+def _wait_workers_and_group(sup, p, head, log):
+    """None once the local workers loaded and (on a group's head) every node joined; else the error. The core
+    has no deadline of its own for the group: the API server gives up after VLLM_ENGINE_READY_TIMEOUT_S."""
+    if head is None:
+        return sup.wait_ready(len(p["workers"]), p.get("ready_timeout", 600))
+    said = time.monotonic()
+    while True:
+        error = head.error or head.lost
+        if error:
+            return ("RuntimeError: Configuration mismatch detected in the serving group: %s. All nodes must be "
+                    "started with the same command-line arguments." % error) if head.error else \
+                "%s (%s)" % (group.NCCL_REMOTE, error)
+        if len(sup.ready) < len(p["workers"]):
+            error = sup.wait_ready(len(p["workers"]), 0.2)
+            if error != "timeout" and error is not None:
+                return error
+        elif head.complete.wait(0.2):
+            return None
+        if time.monotonic() - said >= 10:  # the mock's wording (a real head is silent in init_process_group)
+            said = time.monotonic()
+            log.info("Waiting for the group on port %d: %d of %d node(s) not joined, %d loading" % (
+                p["group"]["port"], head.waiting_for(), head.nnodes - 1, head.loading()), src="parallel_state.py:1")
 
 
 def idle(p):

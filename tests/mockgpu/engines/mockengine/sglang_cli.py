@@ -7,11 +7,13 @@ import bisect
 import json
 import math
 import os
+import signal
 import sys
 import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from . import gpumem, park, procs, runtime, weights
+from . import gpumem, group, park, procs, runtime, weights
 from .log import SglangLog, traceback_text
 from .server import make_server
 from .timing import SpecShape
@@ -53,6 +55,12 @@ def build_parser():
     p.add_argument("--gpu-id-step", type=int, default=1)
     p.add_argument("--page-size", type=int)
     p.add_argument("--watchdog-timeout", type=float)
+    # arg_groups/fields/parallel.py: the multi-node fields (issue 33)
+    p.add_argument("--dist-init-addr", "--nccl-init-addr", dest="dist_init_addr")
+    p.add_argument("--nnodes", type=int, default=1)
+    p.add_argument("--node-rank", type=int, default=0)
+    p.add_argument("--dist-timeout", type=int)
+    p.add_argument("--nccl-port", type=int)
     for flag in ("--disable-cuda-graph", "--disable-cuda-graph-padding", "--disable-radix-cache", "--enable-torch-compile", "--log-requests",
                  "--enable-dp-attention", "--skip-server-warmup", "--enable-cache-report", "--show-time-cost",
                  "--disable-overlap-schedule", "--enable-mixed-chunk"):
@@ -494,6 +502,7 @@ def main(argv=None):
     args = build_parser().parse_args(argv)
     log = SglangLog()
     try:
+        check_group(args)
         spec = check_speculative(args, log.warning)
     except ArgsError as exc:
         runtime.print_error(traceback_text(str(exc), [
@@ -513,6 +522,27 @@ def main(argv=None):
                                args.max_running_requests or 256, stream_interval=args.stream_interval,
                                log=True, enable_metrics=args.enable_metrics, server_info=info,
                                api_keys=[args.api_key])
+    spec_key = None
+    if spec is not None:
+        spec_key = {k: v for k, v in sorted(vars(args).items()) if k.startswith("speculative_")}
+    spec_text = ("algorithm=%s, draft=%s, steps=%s, topk=%s, draft_tokens=%s" % (
+        args.speculative_algorithm, args.speculative_draft_model_path, args.speculative_num_steps,
+        args.speculative_eagle_topk, args.speculative_num_draft_tokens)) if spec is not None else None
+    rdv_host, rdv_port = rendezvous_address(args)
+    timeout = float(args.dist_timeout or 1800)  # torch's default_pg_timeout (30 min) when --dist-timeout is unset
+    if args.nnodes > 1 and args.node_rank > 0:
+        _worker_node(args, log, stopper, faults, load, profile, group.digest(spec_key), spec_text, rdv_host,
+                     rdv_port, timeout)
+    head = None
+    if args.nnodes > 1:
+        try:  # rank 0's TCPStore on the dist-init port
+            head = group.Head("sglang", rdv_port, args.nnodes, args.tp_size, group.digest(spec_key), spec_text)
+        except OSError as exc:
+            runtime.print_error(traceback_text(
+                "torch.distributed.DistNetworkError: The server socket has failed to listen on any local network "
+                "address. port: %d, useIpv6: false, code: -98, name: EADDRINUSE, message: %s" % (
+                    rdv_port, exc.strerror or exc)))
+            runtime.exit_now(1)
     try:
         server = make_server(state, args.host, args.port)
         server.server_activate()  # SGLang answers (503) while it loads
@@ -525,34 +555,23 @@ def main(argv=None):
                  "Uvicorn running on http://%s:%d (Press CTRL+C to quit)" % (args.host, args.port)):
         print("INFO:     " + line, flush=True)
 
-    visible = gpumem.visible_gpus()
-    tp = args.tp_size
-    gpus = [args.base_gpu_id + r * args.gpu_id_step for r in range(tp)]
-    if any(g >= len(visible) for g in gpus):
-        runtime.print_error(traceback_text("RuntimeError: CUDA error: invalid device ordinal (tp_size=%d, visible "
-                                           "GPUs=%d)" % (tp, len(visible))))
-        runtime.exit_now(1)
-    escape = runtime.escape_rank(faults, tp)
     fail = runtime.fail_message(faults, "RuntimeError: CUDA error: an illegal memory access was encountered")
-    ranks = []
-    for rank in range(tp):
-        # managers/scheduler.py: setproctitle(f"sglang::scheduler{prefix}"), prefix " TP<r>" only when tp_size > 1
-        title = "sglang::scheduler_TP%d" % rank if tp > 1 else "sglang::scheduler"
-        ranks.append((title, {
-            "role": "worker", "engine": "sglang", "title": title, "rank": rank,
-            "gpu": visible[gpus[rank]], "fraction": args.mem_fraction_static, "load_seconds": load,
-            "weights": weights.share(args.model_path, rank, tp),
-            "escape": rank == escape, "fail": fail if rank == 0 else None,
-            "ignore_sigterm": bool(faults.get("ignore_sigterm")), "log_tag": "TP%d" % rank,
-            "park_residual_mib": park.settings(profile)["residual_mib"]}))
+    ranks = _schedulers(args, faults, load, profile, fail)
     ranks.append(("sglang::detokenizer", {"role": "idle", "engine": "sglang", "title": "sglang::detokenizer",
                                           "rank": "detokenizer",
                                           "ignore_sigterm": bool(faults.get("ignore_sigterm"))}))
     sup = procs.Supervisor(log)
     sup.start(ranks)
-    error = _wait(sup, len(ranks), stopper)
+    if head is not None:
+        for _title, r in ranks[:-1]:
+            SglangLog(r["log_tag"]).info("Init parallel begin.")
+    began = time.monotonic()
+    error = _wait(sup, len(ranks), stopper, head, timeout, log)
+    if head is not None and not error:
+        for _title, r in ranks[:-1]:
+            SglangLog(r["log_tag"]).info("Init parallel ends. elapsed=%.2f s" % (time.monotonic() - began))
     if error == "stop":
-        _shutdown(log, state, server, sup)
+        _shutdown(log, state, server, sup, head)
     if error:
         log.error("Scheduler hit an exception: %s" % error)
         runtime.print_error(traceback_text("RuntimeError: Initialization failed. Please see the error messages above."))
@@ -574,23 +593,201 @@ def main(argv=None):
             state.shutting_down = True
             sup.stop()
             runtime.exit_now(1)
-    _shutdown(log, state, server, sup)
+        lost = head.failure() if head is not None else None
+        if lost:  # the group's next collective fails on every rank of the head (NCCL)
+            SglangLog("TP0").error("Scheduler hit an exception: %s (%s)" % (group.NCCL_REMOTE, lost))
+            log.error("Child process unexpectedly failed: sglang::scheduler (rank 0) exited with code 1")
+            state.shutting_down = True
+            sup.stop()
+            runtime.exit_now(1)
+    _shutdown(log, state, server, sup, head)
 
 
-def _wait(sup, count, stopper):
-    deadline = time.monotonic() + 3600
+def check_group(args):
+    """What ServerArgs refuses of the multi-node settings (arg_groups/validation_hook.py check_server_args)."""
+    if args.tp_size % args.nnodes != 0:  # (tp_size * pp_size) % nnodes; the mock has no pipeline parallelism
+        raise ArgsError("AssertionError: tp_size must be divisible by number of nodes")
+    if args.dp_size > 1 and args.nnodes != 1:
+        raise ArgsError("AssertionError: multi-node data-parallel replicas are not supported; use attention DP "
+                        "(--attn-dp-size) across nodes")
+
+
+def rendezvous_address(args):
+    """(host, port) of rank 0's TCPStore: --dist-init-addr HOST:PORT (bootstrap.py _resolve_dist_init_method),
+    else --host and the NCCL port (a random free port when --nccl-port is unset: other nodes cannot find it)."""
+    if args.dist_init_addr:
+        host, _sep, port = args.dist_init_addr.rpartition(":")
+        try:
+            return host.strip("[]"), int(port)
+        except ValueError:
+            runtime.print_error(traceback_text("ValueError: invalid address %r: expected HOST:PORT" % args.dist_init_addr))
+            runtime.exit_now(1)
+    if args.nccl_port:
+        return args.host, args.nccl_port
+    import socket  # pylint: disable=import-outside-toplevel
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return args.host, s.getsockname()[1]
+
+
+def _schedulers(args, faults, load, profile, fail):
+    """This node's scheduler processes: TP ranks node_rank*local ... on base_gpu_id + local_rank*gpu_id_step."""
+    visible = gpumem.visible_gpus()
+    tp = args.tp_size
+    local = tp // max(1, args.nnodes)
+    first = args.node_rank * local if args.nnodes > 1 else 0
+    gpus = [args.base_gpu_id + r * args.gpu_id_step for r in range(local)]
+    if any(g >= len(visible) for g in gpus):
+        runtime.print_error(traceback_text("RuntimeError: CUDA error: invalid device ordinal (tp_size=%d, visible "
+                                           "GPUs=%d)" % (local, len(visible))))
+        runtime.exit_now(1)
+    escape = runtime.escape_rank(faults, local)
+    ranks = []
+    for local_rank in range(local):
+        rank = first + local_rank
+        # managers/scheduler.py: setproctitle(f"sglang::scheduler{prefix}"), prefix " TP<r>" only when tp_size > 1
+        title = "sglang::scheduler_TP%d" % rank if tp > 1 else "sglang::scheduler"
+        ranks.append((title, {
+            "role": "worker", "engine": "sglang", "title": title, "rank": rank,
+            "gpu": visible[gpus[local_rank]], "fraction": args.mem_fraction_static, "load_seconds": load,
+            "weights": weights.share(args.model_path, rank, tp),
+            "escape": local_rank == escape, "fail": fail if local_rank == 0 else None,
+            "ignore_sigterm": bool(faults.get("ignore_sigterm")), "log_tag": "TP%d" % rank,
+            "park_residual_mib": park.settings(profile)["residual_mib"]}))
+    return ranks
+
+
+class _DummyHealth(BaseHTTPRequestHandler):
+    """utils/common.py launch_dummy_health_check_server: what a node of rank > 0 serves on --port."""
+    protocol_version = "HTTP/1.1"
+    server_version = "uvicorn"
+    sys_version = ""
+
+    def log_message(self, fmt, *args):  # log_level="warning": no access log
+        pass
+
+    def do_GET(self):
+        path = self.path.split("?", 1)[0]
+        code, body = (200, b"") if path in ("/ping", "/health", "/health_generate") else (404, b'{"detail":"Not Found"}')
+        self.send_response(code)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+def _worker_node(args, log, stopper, faults, load, profile, spec, spec_text, host, port, timeout):
+    """A node of rank > 0 (engine.py _launch_subprocesses): its schedulers join rank 0's group; no tokenizer, no
+    detokenizer; once they are ready a dummy health server on --port; SIGTERM only logs (rank 0's ShutdownReq
+    broadcast stops the schedulers); it lives as long as the group."""
+    dies = faults.get("group_rank_dies")
+    fail = None
+    if dies is True or (dies is not None and dies is not False and int(dies) == args.node_rank):
+        fail = runtime.fail_message({"fail_start": faults.get("fail_start") or True},
+                                    "RuntimeError: CUDA error: an illegal memory access was encountered")
+    ranks = _schedulers(args, faults, load, profile, fail)
+    sup = procs.Supervisor(log)
+    sup.start(ranks)
+    for _title, r in ranks:
+        SglangLog(r["log_tag"]).info("Init parallel begin.")
+    started = time.monotonic()
+    peer = group.Worker("sglang", host, port, args.node_rank, args.nnodes, args.tp_size, spec, spec_text)
+    peer.start(lambda: stopper.event.is_set() or time.monotonic() - started > timeout)
+    error = None
+    while True:
+        if stopper.wait(0.2):
+            error = "stop"
+            break
+        error = peer.failure() or sup.crashed()
+        if not error and len(sup.ready) < len(ranks):
+            error = sup.wait_ready(len(ranks), 0.01)
+            error = None if error == "timeout" else error
+        if not error and len(sup.ready) == len(ranks):
+            peer.mark_loaded()
+        if error or (peer.complete.is_set() and len(sup.ready) == len(ranks)):
+            break
+        if time.monotonic() - started > timeout:
+            error = ("torch.distributed.DistNetworkError: The client socket has timed out after %dms while trying to "
+                     "connect to (%s, %d)." % (timeout * 1000, host, port) if not peer.connected.is_set() else
+                     "torch.distributed.DistStoreError: Timed out after %d seconds waiting for the group" % timeout)
+            break
+    if error == "stop":
+        _worker_node_exit(log, sup, peer, None, 0)
+    if error:
+        SglangLog(ranks[0][1]["log_tag"]).error("Scheduler hit an exception: %s" % (
+            error if error.split(":", 1)[0].endswith(("Error", "Exception")) else "RuntimeError: %s" % error))
+        runtime.print_error(traceback_text("RuntimeError: Initialization failed. Please see the error messages above."))
+        _worker_node_exit(log, sup, peer, None, 1)
+    for _title, r in ranks:
+        SglangLog(r["log_tag"]).info("Init parallel ends. elapsed=%.2f s" % (time.monotonic() - started))
+
+    def on_term(*_args):
+        log.warning("SIGTERM received on node_rank %d; waiting for the rank-0 ShutdownReq broadcast to stop the "
+                    "schedulers." % args.node_rank)
+
+    signal.signal(signal.SIGTERM, on_term)
+    health = ThreadingHTTPServer((args.host, args.port), _DummyHealth)
+    health.daemon_threads = True
+    threading.Thread(target=health.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True).start()
+    while not stopper.wait(0.2):
+        dead = sup.crashed()
+        if dead:
+            log.error("Child process unexpectedly failed: %s" % dead)
+            _worker_node_exit(log, sup, peer, health, 1)
+        if peer.done.is_set():
+            if peer.shutdown:
+                _worker_node_exit(log, sup, peer, health, 0)
+            SglangLog(ranks[0][1]["log_tag"]).error("Scheduler hit an exception: %s (%s)" % (
+                group.NCCL_REMOTE, peer.failure()))
+            _worker_node_exit(log, sup, peer, health, 1)
+    _worker_node_exit(log, sup, peer, health, 0)
+
+
+def _worker_node_exit(log, sup, peer, health, code):
+    if health is not None:
+        log.info("Dummy health check server stopped at %s:%d" % health.server_address[:2])
+        health.shutdown()
+        health.server_close()
+    peer.close()
+    sup.stop()
+    runtime.exit_now(code)
+
+
+def _wait(sup, count, stopper, head=None, timeout=3600.0, log=None):
+    """None once `count` children reported ready and (a group's head) every node joined; else the error."""
+    start = said = time.monotonic()
+    deadline = start + (timeout if head is not None else 3600)
     while time.monotonic() < deadline:
         if stopper.wait(0):
             return "stop"
-        error = sup.wait_ready(count, 0.2)
-        if error != "timeout":
-            return error
+        if head is not None and head.failure():
+            if head.error:
+                return ("RuntimeError: Configuration mismatch detected in the serving group: %s. All nodes must be "
+                        "started with the same command-line arguments." % head.error)
+            return "%s (%s)" % (group.NCCL_REMOTE, head.lost)
+        if len(sup.ready) < count:
+            error = sup.wait_ready(count, 0.2)
+            if error != "timeout":
+                if error is not None:
+                    return error
+                continue
+        elif head is None or head.complete.wait(0.2):
+            return None
+        if head is not None and time.monotonic() - said >= 10:  # the mock's wording
+            said = time.monotonic()
+            log.info("Waiting for the group on port %d: %d of %d node(s) not joined, %d loading" % (
+                head.sock.getsockname()[1], head.waiting_for(), head.nnodes - 1, head.loading()))
+    if head is not None:
+        return ("torch.distributed.DistStoreError: Timed out after %d seconds waiting for clients. %d/%d clients "
+                "joined." % (timeout, head.nnodes - head.waiting_for(), head.nnodes))
     return "timeout"
 
 
-def _shutdown(log, state, server, sup):
+def _shutdown(log, state, server, sup, head=None):
     log.info("Gracefully exiting... Remaining number of requests 0.")
     state.shutting_down = True
+    if head is not None:
+        head.shutdown()  # the ShutdownReq broadcast: the other nodes' schedulers stop too
     server.shutdown()
     server.server_close()
     sup.stop()

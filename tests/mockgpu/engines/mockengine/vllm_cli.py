@@ -10,11 +10,11 @@ import sys
 import threading
 import time
 
-from . import VLLM_VERSION, gpumem, park, procs, runtime, weights
+from . import VLLM_VERSION, gpumem, group, park, procs, runtime, weights
 from .log import VllmLog, traceback_text
 from .server import make_server
 from .timing import SpecShape
-from .vllm_spec import ConfigError, schedule, validate
+from .vllm_spec import PYDANTIC_DOCS, ConfigError, schedule, validate
 
 # Flags whose value is a JSON object and that also accept dotted keys (--speculative-config.method X).
 DICT_ARGS = ("speculative-config", "compilation-config", "kv-transfer-config", "hf-overrides",
@@ -91,6 +91,12 @@ def build_parser():
     p.add_argument("--tensor-parallel-size", "-tp", type=int, default=1)
     p.add_argument("--pipeline-parallel-size", "-pp", type=int, default=1)
     p.add_argument("--data-parallel-size", "-dp", type=int, default=1)
+    # ParallelConfig's multi-node fields (vllm/config/parallel.py) and cli_args.py's --headless (issue 33).
+    p.add_argument("--master-addr", default="127.0.0.1")
+    p.add_argument("--master-port", type=int, default=29501)
+    p.add_argument("--nnodes", "-n", type=int, default=1)
+    p.add_argument("--node-rank", "-r", type=int, default=0)
+    p.add_argument("--headless", action="store_true", default=False)
     p.add_argument("--gpu-memory-utilization", type=float, default=0.9)
     p.add_argument("--max-model-len", type=human_int)
     p.add_argument("--max-num-seqs", type=int, default=256)
@@ -176,6 +182,13 @@ def main(argv=None):
                 ("vllm/engine/arg_utils.py", 1, "create_speculative_config",
                  "return SpeculativeConfig(**self.speculative_config)")]))
             runtime.exit_now(1)
+    world = tp * args.pipeline_parallel_size
+    error = check_group(args, world * args.data_parallel_size)
+    if error:
+        runtime.print_error(traceback_text(error, [
+            (sys.argv[0], 8, "<module>", "sys.exit(main())"),
+            ("vllm/engine/arg_utils.py", 1, "create_engine_config", "parallel_config = ParallelConfig(")]))
+        runtime.exit_now(1)
     method = spec_cfg["method"] if spec_cfg else "none"
     faults, params, load, profile = runtime.resolve("vllm", spec_cfg["profile"] if spec_cfg else None, method)
     spec = SpecShape(method, spec_cfg["num_speculative_tokens"]) if spec_cfg else None
@@ -186,6 +199,13 @@ def main(argv=None):
         log.info("SpeculativeConfig(method=%r, model=%r, num_spec_tokens=%d)" % (
             spec_cfg["method"], spec_cfg["model"], spec_cfg["num_speculative_tokens"]), "core.py:1")
     stopper = runtime.Stopper(bool(faults.get("ignore_sigterm")))
+    spec_key = {k: v for k, v in spec_cfg.items() if k != "profile"} if spec_cfg else None
+    spec_text = ("method=%s, model=%s, num_speculative_tokens=%s" % (
+        spec_cfg["method"], spec_cfg["model"], spec_cfg["num_speculative_tokens"])) if spec_cfg else None
+    if args.headless and (args.nnodes <= 1 or args.node_rank == 0):
+        _headless_dp(args, log, stopper)
+    if args.nnodes > 1 and args.node_rank > 0:
+        _worker_node(args, log, stopper, faults, load, profile, world, group.digest(spec_key), spec_text)
 
     served = args.served_model_name or [args.model]
     max_len = args.max_model_len or int(profile.get("max_model_len", 32768))
@@ -200,34 +220,37 @@ def main(argv=None):
         runtime.exit_now(1)
 
     visible = gpumem.visible_gpus()
-    world = tp * args.pipeline_parallel_size
-    if len(visible) < world:
+    local = world // max(1, args.nnodes)
+    if args.nnodes > 1 and len(visible) < local:
+        runtime.print_error(traceback_text("RuntimeError: CUDA error: invalid device ordinal (%d ranks on this node, "
+                                           "%d visible GPUs)" % (local, len(visible))))
+        runtime.exit_now(1)
+    if args.nnodes <= 1 and len(visible) < world:
         runtime.print_error(traceback_text(
             "ValueError: World size (%d) is larger than the number of available GPUs (%d) in this node." % (
                 world, len(visible))))
         runtime.exit_now(1)
-    escape = runtime.escape_rank(faults, world)
-    fail = runtime.fail_message(faults, "RuntimeError: CUDA error: an illegal memory access was encountered")
-    workers = []
-    for rank in range(world):
-        workers.append({"role": "worker", "engine": "vllm", "title": "VLLM::Worker_TP%d" % rank, "rank": rank,
-                        "gpu": visible[rank], "fraction": args.gpu_memory_utilization, "load_seconds": load,
-                        "weights": weights.share(args.model, rank, world), "model": args.model,
-                        "escape": rank == escape, "fail": fail if rank == 0 else None,
-                        "ignore_sigterm": bool(faults.get("ignore_sigterm")),
-                        "park_residual_mib": park.settings(profile)["residual_mib"],
-                        "log_proc": "Worker_TP%d" % rank})
+    workers = _workers(args, faults, load, profile, world, 0, visible)
     rfd, wfd = os.pipe()
-    timeout = float(os.environ.get("VLLM_ENGINE_READY_TIMEOUT_S", "600"))
+    timeout = ready_timeout()
+    rendezvous = None
+    if args.nnodes > 1:  # the head: rank 0's TCPStore on --master-port (group.py)
+        rendezvous = {"engine": "vllm", "master_addr": args.master_addr, "port": args.master_port,
+                      "nnodes": args.nnodes, "world_size": world, "spec": group.digest(spec_key),
+                      "spec_text": spec_text}
     core = procs.spawn("VLLM::EngineCore", {
         "role": "enginecore", "engine": "vllm", "title": "VLLM::EngineCore", "rank": -1, "workers": workers,
         "never_ready": bool(faults.get("never_ready")), "ignore_sigterm": bool(faults.get("ignore_sigterm")),
-        "ready_timeout": timeout}, wfd)
+        "ready_timeout": timeout, "group": rendezvous}, wfd)
     os.close(wfd)
     ready = {}
     error = _wait_core(rfd, core, timeout, stopper, ready)
     if error == "stop":
         _shutdown(log, server, core, started=False)
+    if error and error.startswith("TimeoutError"):  # raised by the client itself (core_client.py)
+        runtime.print_error(traceback_text(error))
+        core.kill()
+        runtime.exit_now(1)
     if error:
         log.error("Engine core initialization failed.", "core_client.py:1")
         runtime.print_error(traceback_text(
@@ -291,7 +314,142 @@ def _wait_core(rfd, core, timeout, stopper, ready):
             return "EngineCore exited with code %s" % core.poll()
         if stopper.cap and time.monotonic() - stopper.start > stopper.cap:
             return "stop"
-    return "TimeoutError: Timed out waiting for engines to send initial message"
+    return ("TimeoutError: Timed out waiting for engine core processes to start. This is often caused by slow weight "
+            "loading for large models. Waited %ds (configured by VLLM_ENGINE_READY_TIMEOUT_S). To increase the timeout, "
+            "set the environment variable: VLLM_ENGINE_READY_TIMEOUT_S=<seconds>" % timeout)
+
+
+def ready_timeout():
+    """vllm/envs.py VLLM_ENGINE_READY_TIMEOUT_S (int seconds, 600); the mock also takes a float."""
+    return float(os.environ.get("VLLM_ENGINE_READY_TIMEOUT_S", "600"))
+
+
+def check_group(args, world_size):
+    """What create_engine_config refuses of the multi-node flags (arg_utils.py, ParallelConfig's fields)."""
+    if args.nnodes > 1:
+        if world_size % args.nnodes != 0:
+            return ("ValueError: Invalid data-parallel launch options: `--nnodes %d` must evenly divide the total "
+                    "world size (%d). Adjust `--nnodes`, `--data-parallel-size`, `--pipeline-parallel-size`, "
+                    "`--tensor-parallel-size`, or `--prefill-context-parallel-size`." % (args.nnodes, world_size))
+        if not 0 <= args.node_rank < args.nnodes:
+            return ("ValueError: Invalid data-parallel launch options: `--node-rank` must be between 0 and %d; got "
+                    "`--node-rank %d`. Set it to this node's zero-based index." % (args.nnodes - 1, args.node_rank))
+    for name, value, minimum in (("nnodes", args.nnodes, 1), ("node_rank", args.node_rank, 0),
+                                 ("master_port", args.master_port, None)):
+        if minimum is not None and value < minimum:
+            return ("pydantic_core._pydantic_core.ValidationError: 1 validation error for ParallelConfig\n%s\n  "
+                    "Input should be greater than or equal to %d [type=greater_than_equal, input_value=%d, "
+                    "input_type=int]\n    For further information visit %sgreater_than_equal"
+                    % (name, minimum, value, PYDANTIC_DOCS))
+    return None
+
+
+def _workers(args, faults, load, profile, world, node_rank, visible, fail_local0=None):
+    """The payloads of this node's Worker_TP<r> processes (global ranks node_rank*local ...)."""
+    local = world // max(1, args.nnodes)
+    escape = runtime.escape_rank(faults, local)
+    fail = fail_local0 or (runtime.fail_message(faults, "RuntimeError: CUDA error: an illegal memory access was "
+                                                "encountered") if node_rank == 0 else None)
+    out = []
+    for local_rank in range(local):
+        rank = node_rank * local + local_rank
+        out.append({"role": "worker", "engine": "vllm", "title": "VLLM::Worker_TP%d" % rank, "rank": rank,
+                    "gpu": visible[local_rank], "fraction": args.gpu_memory_utilization, "load_seconds": load,
+                    "weights": weights.share(args.model, rank, world), "model": args.model,
+                    "escape": local_rank == escape, "fail": fail if local_rank == 0 else None,
+                    "ignore_sigterm": bool(faults.get("ignore_sigterm")),
+                    "park_residual_mib": park.settings(profile)["residual_mib"],
+                    "log_proc": "Worker_TP%d" % rank})
+        if args.nnodes > 1:
+            out[-1]["dist_init"] = ("world_size=%d rank=%d local_rank=%d distributed_init_method=tcp://%s:%d "
+                                    "backend=nccl" % (world, rank, local_rank, args.master_addr, args.master_port))
+    return out
+
+
+def _headless_dp(args, log, stopper):
+    """--headless on node rank 0 (or with one node): serve.py's run_headless starts data-parallel engine cores
+    that wait for an API front end's handshake (core.py, HANDSHAKE_TIMEOUT_MINS = 5), which never comes; the
+    mock holds nothing while it waits."""
+    log.info("Launching %d data parallel engine(s) in headless mode, with head node address tcp://%s:%d." % (
+        args.data_parallel_size, args.master_addr if args.nnodes > 1 else "127.0.0.1", 29550), "serve.py:1")
+    deadline = time.monotonic() + 5 * 60
+    while time.monotonic() < deadline:
+        if stopper.wait(0.2):
+            log.info("Shutting down.", "serve.py:1")
+            runtime.exit_now(0)
+    runtime.print_error(traceback_text("RuntimeError: Did not receive response from front-end process within 5 "
+                                       "minutes"))
+    runtime.exit_now(1)
+
+
+def _worker_node(args, log, stopper, faults, load, profile, world, spec, spec_text):
+    """A worker node (--headless, node rank > 0): serve.py's run_headless runs a MultiprocExecutor of this node's
+    workers, no API server and no HTTP port; it joins the head's rendezvous and lives as long as the group."""
+    log.info("Launching vLLM (v%s) headless multiproc executor, with head node address %s:%d for torch.distributed "
+             "process group." % (VLLM_VERSION, args.master_addr, args.master_port), "serve.py:1")
+    visible = gpumem.visible_gpus()
+    local = world // args.nnodes
+    if len(visible) < local:
+        runtime.print_error(traceback_text("RuntimeError: CUDA error: invalid device ordinal (%d ranks on this node, "
+                                           "%d visible GPUs)" % (local, len(visible))))
+        runtime.exit_now(1)
+    dies = faults.get("group_rank_dies")
+    fail = None
+    if dies is True or (dies is not None and dies is not False and int(dies) == args.node_rank):
+        fail = runtime.fail_message({"fail_start": faults.get("fail_start") or True},
+                                    "RuntimeError: CUDA error: an illegal memory access was encountered")
+    workers = _workers(args, faults, load, profile, world, args.node_rank, visible, fail_local0=fail)
+    sup = procs.Supervisor(log)
+    sup.start([(w["title"], w) for w in workers])
+    timeout = ready_timeout()
+    started = time.monotonic()
+    peer = group.Worker("vllm", args.master_addr, args.master_port, args.node_rank, args.nnodes, world, spec, spec_text)
+    peer.start(lambda: stopper.event.is_set() or time.monotonic() - started > timeout)
+    error = None
+    while True:
+        if stopper.wait(0.2):
+            error = "stop"
+            break
+        error = peer.failure() or sup.crashed()
+        if not error and len(sup.ready) < len(workers):
+            error = sup.wait_ready(len(workers), 0.01)
+            error = None if error == "timeout" else error
+        if not error and len(sup.ready) == len(workers):
+            peer.mark_loaded()
+        if error or (peer.complete.is_set() and len(sup.ready) == len(workers)):
+            break
+        if time.monotonic() - started > timeout:
+            error = ("torch.distributed.DistNetworkError: The client socket has timed out after %dms while trying to "
+                     "connect to (%s, %d)." % (timeout * 1000, args.master_addr, args.master_port)
+                     if not peer.connected.is_set() else
+                     "torch.distributed.DistStoreError: Timed out after %d seconds waiting for the group" % timeout)
+            break
+    if error == "stop":
+        _worker_node_exit(log, sup, peer, 0)
+    if error:
+        log.error("Worker failed to join the group: %s" % error, "multiproc_executor.py:1")
+        runtime.print_error(traceback_text(error if error.split(":", 1)[0].endswith(("Error", "Exception")) else
+                                           "RuntimeError: %s" % error))
+        _worker_node_exit(log, sup, peer, 1)
+    # executor.start_worker_monitor(inline=True): lives until a worker or the group goes
+    while not stopper.wait(0.2):
+        dead = sup.crashed()
+        if dead:
+            log.error("Worker proc %s died unexpectedly, shutting down executor." % dead, "multiproc_executor.py:1")
+            _worker_node_exit(log, sup, peer, 1)
+        if peer.done.is_set():
+            if peer.shutdown:
+                _worker_node_exit(log, sup, peer, 0)
+            log.error("%s (%s)" % (group.NCCL_REMOTE, peer.failure()), "multiproc_executor.py:1")
+            _worker_node_exit(log, sup, peer, 1)
+    _worker_node_exit(log, sup, peer, 0)
+
+
+def _worker_node_exit(log, sup, peer, code):
+    log.info("Shutting down.", "serve.py:1")
+    peer.close()
+    sup.stop()
+    runtime.exit_now(code)
 
 
 def _log_stats(log, state):
