@@ -65,6 +65,13 @@ def read_bytes(path):
         return None
 
 
+def plan(unit, unit_path, src, sha256=None, reclaim=None):
+    """The plan of a restore from the controller's inputs (``src`` None: there was no unit before), in the shape
+    of the guard's state."""
+    return {"unit": unit, "unit_path": unit_path, "restore": {"source": src or "absent", "sha256": sha256},
+            "baseline_files": [], "reclaim": dict((k, v) for k, v in (reclaim or {}).items() if v is not None)}
+
+
 # ---------------------------------------------------------------- 1. verify
 
 def verify(plan, check_owner=False):
@@ -190,15 +197,11 @@ def _systemctl(run_command, argv, ok_rc=(0,)):
     return out
 
 
-def n_restarts(run_command, unit):
-    """systemd's count of the unit's automatic restarts (``NRestarts``); a manual restart resets it."""
-    return int(_systemctl(run_command, ["show", unit, "--property=NRestarts", "--value"]).strip() or 0)
-
-
 # ---------------------------------------------------------------- the whole restore
 
 def restore(plan, run_command, check_mode=False, free=True, check_owner=False, require_stopped=False,
-            no_block=False, owned_only=False, lease_lost=None, reclaim_kw=None, log=_quiet, clock=None, sources=None):
+            no_block=False, owned_only=False, lease_lost=None, reclaim_kw=None, log=_quiet, clock=None, sources=None,
+            warn=None):
     """Run the steps of the module docstring. Returns ``{"file", "started", "changed", "n_restarts", "reclaim",
     "warnings", "restored_at"}``; raises RestoreError (its ``stage`` says how far it got).
 
@@ -208,6 +211,7 @@ def restore(plan, run_command, check_mode=False, free=True, check_owner=False, r
     production is started whatever happens). ``no_block``: ``start --no-block`` (the guard, at boot a blocking
     start would deadlock) and no ``NRestarts``; otherwise ``restart``. ``lease_lost``: a callable asked after the
     reclaim; a true answer (why) stops the restore before the files (the guard restores the host itself).
+    ``warn``: called with each of ``warnings`` too (``module.warn``).
     ``check_mode``: verify, then say what would be done; nothing is stopped or written. ``sources``: what
     :func:`verify` returned, when the caller verified first (the guard, before it renews its lock).
     """
@@ -231,6 +235,8 @@ def restore(plan, run_command, check_mode=False, free=True, check_owner=False, r
         log("stopped %s and reclaimed its GPUs: %s" % (unit, "ok" if freed["ok"] else freed.get("error")))
         if not freed["ok"]:
             out["warnings"].append(RECLAIM_WARNING + (freed.get("error") or "?"))
+            if warn:
+                warn(out["warnings"][-1])
     lost = lease_lost() if lease_lost else None
     if lost:
         raise RestoreError("the lease on the host's guard was lost, the host is being restored to its previous "
@@ -260,5 +266,8 @@ def restore(plan, run_command, check_mode=False, free=True, check_owner=False, r
         raise RestoreError(exc.msg, "start", out)
     out["started"] = True
     if not no_block:
-        out["n_restarts"] = n_restarts(run_command, unit)
+        try:
+            out["n_restarts"] = _unitfile.n_restarts(run_command, unit)
+        except _unitfile.UnitFileError as exc:
+            raise RestoreError(str(exc), "start", out)
     return out
