@@ -10,7 +10,8 @@ the snapshot and its sha256, the unit, the reclaim settings). So the two cannot 
 The PLAN is the guard state's shape (``_guard_state``): ``unit``, ``unit_path``, ``restore`` (``source``: the
 file to put back, or ``absent`` when there was no unit before; ``sha256``: its checksum, checked when given),
 ``baseline_files`` (``src``, ``dest``, ``sha256``), ``reclaim`` (``_reclaim``'s parameters; ``units``
-defaults to the unit) and ``park`` (the candidate beside a parked baseline, removed with the unit).
+defaults to the unit), ``park`` (the candidate beside a parked baseline, removed with the unit) and
+``env_file`` (a secrets file removed with a unit that had no previous one).
 
 The steps, in order (:func:`restore`):
 
@@ -65,11 +66,12 @@ def read_bytes(path):
         return None
 
 
-def plan(unit, unit_path, src, sha256=None, reclaim=None):
+def plan(unit, unit_path, src, sha256=None, reclaim=None, env_file=None):
     """The plan of a restore from the controller's inputs (``src`` None: there was no unit before), in the shape
-    of the guard's state."""
+    of the guard's state. ``env_file``: the secrets file removed with the unit (a parked candidate's)."""
     return {"unit": unit, "unit_path": unit_path, "restore": {"source": src or "absent", "sha256": sha256},
-            "baseline_files": [], "reclaim": dict((k, v) for k, v in (reclaim or {}).items() if v is not None)}
+            "baseline_files": [], "reclaim": dict((k, v) for k, v in (reclaim or {}).items() if v is not None),
+            "env_file": env_file}
 
 
 # ---------------------------------------------------------------- 1. verify
@@ -176,6 +178,9 @@ def put_back(plan, data, baselines, run_command, log=_quiet, owned_only=False):
                 os.unlink(unit_path)
                 log("removed the candidate %s: there was no unit before" % unit_path)
                 file = "removed"
+        if plan.get("env_file") and os.path.lexists(plan["env_file"]):
+            os.unlink(plan["env_file"])  # its secrets, whoever wrote the unit (as the guard's parked candidate)
+            log("removed %s" % plan["env_file"])
     elif _files.write_if_changed(unit_path, data, UNIT_MODE):
         log("put back %s from %s (sha256 %s)" % (unit_path, plan["restore"]["source"],
                                                  plan["restore"].get("sha256") or hashlib.sha256(data).hexdigest()))

@@ -97,6 +97,11 @@ options:
             the C(file) of RV(restored) says V(foreign).
         type: bool
         default: false
+      env_file:
+        description:
+          - With O(restore.remove), a secrets file removed with the unit (the candidate's beside a parked baseline),
+            also when the unit file is left as it is (O(restore.owned_only)).
+        type: path
       sha256:
         description:
           - The SHA-256 that O(restore.src) must have (the snapshot's, as the guard was armed with it); nothing is
@@ -136,6 +141,12 @@ options:
             elements: str
           allow_units:
             description: As M(llmops.specdec.gpu_reclaim)'s O(llmops.specdec.gpu_reclaim#module:allow_units).
+            type: list
+            elements: str
+          keep_units:
+            description:
+              - As M(llmops.specdec.gpu_reclaim)'s O(llmops.specdec.gpu_reclaim#module:keep_units) (the parked
+                baseline beside the candidate that O(name) is).
             type: list
             elements: str
   install:
@@ -383,7 +394,8 @@ def main():
                     gpus=dict(type="list", elements="str"), scope=dict(type="str", choices=["unit", "gpu"]),
                     stop_timeout=dict(type="float"), term_timeout=dict(type="float"), verify_timeout=dict(type="float"),
                     allow_uids=dict(type="list", elements="str"), allow_cgroups=dict(type="list", elements="str"),
-                    allow_units=dict(type="list", elements="str"))))),
+                    allow_units=dict(type="list", elements="str"), keep_units=dict(type="list", elements="str"))),
+                env_file=dict(type="path"))),
             lease=_lease.lease_argspec(),
             install=dict(type="dict", options=dict(
                 text=dict(type="str", required=True),
@@ -464,7 +476,7 @@ def restore(module, run, p):
     want = p["restore"]
     if bool(want["src"]) == want["remove"]:
         module.fail_json(msg="restore needs either src or remove=true; nothing was changed")
-    plan = _restore.plan(p["name"], p["path"], want["src"], want["sha256"], want["reclaim"])
+    plan = _restore.plan(p["name"], p["path"], want["src"], want["sha256"], want["reclaim"], want["env_file"])
     lease = None if module.check_mode else p["lease"]  # a check stops nothing, so it holds no lease
     # The lease is renewed before anything is stopped (a guard that restored the host already, or another run's,
     # must not see this run stop anything) and while the reclaim runs; lost after it, the files are not touched.

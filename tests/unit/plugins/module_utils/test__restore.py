@@ -123,6 +123,22 @@ def test_a_candidate_unit_is_removed_only_when_the_collection_wrote_it(tmp_path)
     assert done["file"] == "removed" and not ours.exists()
 
 
+def test_a_parked_candidates_secrets_go_with_it_even_when_its_unit_is_left(tmp_path):
+    """park_rollback.yml's call, as the guard's removal of the candidate beside a parked baseline."""
+    run, calls = systemctl_log()
+    for header in ("", _unitfile.MANAGED_HEADER + " (role spec_server)\n"):
+        path = tmp_path / "vllm-server-candidate.service"
+        path.write_text(header + "[Service]\nExecStart=/bin/true\n")
+        env = tmp_path / "vllm-server-candidate.service.env"
+        env.write_text("VLLM_API_KEY=x\n")
+        plan = _restore.plan("vllm-server-candidate.service", str(path), None, env_file=str(env))
+        done = _restore.restore(plan, run, free=False, owned_only=True)
+        assert not env.exists() and path.exists() == (not header)
+        assert done["file"] == ("removed" if header else "foreign")
+    assert calls == [["systemctl", "disable", "vllm-server-candidate.service"],
+                     ["systemctl", "reset-failed", "vllm-server-candidate.service"], ["systemctl", "daemon-reload"]]
+
+
 # ------------------------------------------------------------ the guard's checks, for the controller too
 
 def test_a_source_changed_since_the_guard_was_armed_touches_nothing(tmp_path, unit):
