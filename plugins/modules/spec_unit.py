@@ -18,8 +18,8 @@ description:
     that C(systemd-analyze verify) reads it, and fails when either check fails. A snapshot is never written while
     O(unfinished) exists (the guard of a run that did not finish still restores from it).
   - One call for what the switch reads before it touches the host, with the state files of O(read).
-  - With O(restore), the rollback instead, in one call: the one restore that the host's guard runs when the
-    controller is lost (docs/guard.md), from the same inputs. It checks the source (a regular file owned by root
+  - With O(restore), the rollback instead, in one call (the one restore that the host's guard runs when the
+    controller is lost, docs/guard.md, from the same inputs). It checks the source (a regular file owned by root
     that nobody else can write, with O(restore.sha256) its checksum); with O(restore.reclaim) it stops the unit
     and frees its GPUs (the rules of M(llmops.specdec.gpu_reclaim)); it puts the source back at O(path), clears
     the unit's failed state and start-limit counter, reloads systemd and restarts the unit. With
