@@ -33,7 +33,7 @@ from __future__ import annotations
 import hashlib
 import os
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _files, _lock, _reclaim, _systemd, _unitfile
+from ansible_collections.llmops.specdec.plugins.module_utils import _files, _guard_state, _lock, _reclaim, _systemd, _unitfile
 
 BASELINE_MODE = 0o600      # baselines under the state directory, as _record writes them
 UNIT_MODE = 0o644          # readable to systemd's tools
@@ -58,12 +58,7 @@ def _quiet(_msg, _level=6):
     return None
 
 
-def read_bytes(path):
-    try:
-        with open(path, "rb") as handle:
-            return handle.read()
-    except (FileNotFoundError, NotADirectoryError):
-        return None
+read_bytes = _guard_state.read_bytes
 
 
 def plan(unit, unit_path, src, sha256=None, reclaim=None, env_file=None):
