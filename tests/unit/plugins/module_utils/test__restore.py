@@ -18,7 +18,7 @@ import pytest
 
 from ansible_collections.llmops.specdec.plugins.module_utils import _guard_state, _restore, _unitfile
 from ansible_collections.llmops.specdec.tests.unit.plugins.module_utils.guard_host import (
-    RUN, UNIT, FakeSystemd, Switch, gpu_procs, health, wait_gone, wait_until)
+    UNIT, FakeSystemd, Switch, gpu_procs, health, wait_gone, wait_until)
 from ansible_collections.llmops.specdec.tests.unit.plugins.module_utils.reclaim_host import alive
 
 UNIT_TEXT = "[Unit]\nDescription=x\n\n[Service]\nExecStart=/usr/bin/true\n"

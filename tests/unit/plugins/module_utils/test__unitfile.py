@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 
@@ -93,5 +92,3 @@ def test_archive_keeps_the_newest_few_with_checksums(tmp_path, unit):
     assert newest["sha256"] == _unitfile.sha256_file(str(unit)) == last["sha256"]
     assert len([n for n in os.listdir(kept) if n != "MANIFEST.json"]) == 2
     assert _unitfile.newest_archived(str(tmp_path / "none")) is None
-
-
