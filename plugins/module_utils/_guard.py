@@ -9,7 +9,8 @@ armed, renewed and confirmed by the controller through ``_guard_lease`` (docs/gu
 
 The WATCHER polls the state file: gone (confirmed) -> exit 0; deadline passed -> RESTORE.
 
-RESTORE (also run at boot, see BOOT below): check the restore sources' sha256 first (a mismatch
+RESTORE (also run at boot, see BOOT below) is ``_restore``'s, the one restore that the controller's
+rollback runs too: check the restore sources' sha256 first (a mismatch
 changes nothing), stop the unit and free its GPUs (``_reclaim.reclaim``, the gpu_reclaim rules), put
 the previous unit file back (or remove the candidate when there was none) and the baseline files,
 ``daemon-reload``, ``reset-failed``, start, wait until it answers, append ``restored_by_guard`` to the
@@ -33,10 +34,8 @@ pynvml through ``_nvml``); none of them may import Ansible (``_guard_lease.paylo
 from __future__ import annotations
 
 import argparse
-import hashlib
 import http.client
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -44,7 +43,7 @@ import time
 import urllib.error
 import urllib.request
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _engine, _files, _guard_state, _lock, _park, _reclaim, _systemd, _unitfile
+from ansible_collections.llmops.specdec.plugins.module_utils import _engine, _files, _guard_state, _lock, _park, _restore, _systemd
 
 # The package of the guard's files, in the collection and under lib_dir on the host (_guard_lease installs them).
 PACKAGE = "ansible_collections.llmops.specdec.plugins.module_utils"
@@ -137,25 +136,11 @@ def _api_key(ready):
 
 
 def _verify(state):
-    """Read the restore sources and check their sha256; ``(unit bytes or None, [(dest, bytes)])``."""
-    restore = state["restore"]
-    data = None
-    if restore["source"] != "absent":
-        data = _guard_state.read_bytes(restore["source"])
-        if data is None:
-            raise _guard_state.GuardError("the snapshot %s is gone" % restore["source"])
-        digest = hashlib.sha256(data).hexdigest()
-        if digest != restore["sha256"]:
-            raise _guard_state.GuardError("the snapshot %s changed since the guard was armed (sha256 %s, armed with %s)"
-                                          % (restore["source"], digest, restore["sha256"]))
-    baselines = []
-    for item in state.get("baseline_files", []):
-        blob = _guard_state.read_bytes(item["src"])
-        if blob is None or hashlib.sha256(blob).hexdigest() != item["sha256"]:
-            raise _guard_state.GuardError("the baseline copy %s is %s since the guard was armed"
-                                          % (item["src"], "gone" if blob is None else "changed"))
-        baselines.append((item["dest"], blob))
-    return data, baselines
+    """Read the restore sources and check their sha256 (``_restore.verify``); ``(unit bytes or None, [(dest, bytes)])``."""
+    try:
+        return _restore.verify(state)
+    except _restore.RestoreError as exc:
+        raise _guard_state.GuardError(exc.msg)
 
 
 def _timeout(reclaim, key):
@@ -164,64 +149,18 @@ def _timeout(reclaim, key):
 
 
 def _free_gpus(state, run_command_, reclaim_kw):
-    """Stop the unit and free its GPUs with _reclaim; never raises. The _guard_state.summary, and whether the unit
-    is stopped (a start of a still-active candidate would be a no-op that looks like success)."""
-    params = dict(state.get("reclaim") or {})
-    params["units"] = list(params.get("units") or [state["unit"]])
-    kwargs = {"warn": lambda text: log("reclaim: %s" % text, 4)}
-    kwargs.update(reclaim_kw or {})
-    try:
-        res = _reclaim.reclaim(params, run_command_, **kwargs)
-        out = {"ok": True, "elapsed": res.get("elapsed")}
-    except _reclaim.ReclaimError as exc:
-        res = exc.result or {}
-        out = {"ok": False, "error": exc.msg, "elapsed": res.get("elapsed")}
-        log("reclaim failed: %s" % exc.msg, 3)
-    out["signalled"] = [{k: s.get(k) for k in ("pid", "name", "mib", "signal")} for s in res.get("signalled", [])]
-    out["units"] = [{k: u.get(k) for k in ("name", "active_before", "action", "killed")} for u in res.get("units", [])]
-    out["gpus"] = [{k: g.get(k) for k in ("index", "used_mib_before", "used_mib_after")} for g in res.get("gpus", [])]
-    try:
-        stop = _systemd.stop_unit(run_command_, state["unit"], _timeout(params, "stop_timeout"))
-        out["stopped"] = True
-        if stop["was_active"]:
-            out["units"].append({"name": state["unit"], "action": "stopped", "killed": stop["killed"]})
-    except _systemd.SystemdError as exc:
-        out["stopped"] = False
-        out["stop_error"] = str(exc)
-    return out
+    """``_restore.free_gpus`` (the one restore's step), logging to the journal."""
+    return _restore.free_gpus(state, run_command_, reclaim_kw, log)
 
 
 def _remove_parked_candidate(state, run_command_):
-    """Remove the unit file (and secrets file) of the candidate that ran beside a parked baseline."""
-    park = state.get("park")
-    if not park:
-        return
-    for path in (park["unit_path"], park.get("env_file")):
-        if path and os.path.lexists(path):
-            if path == park["unit_path"]:
-                if not _unitfile.written_by_us(path):
-                    log("left %s as it is: the collection did not write it (no %r header)"
-                        % (path, _unitfile.MANAGED_HEADER), 3)
-                    continue
-                run_command_(["systemctl", "disable", park["unit"]])  # best effort, like _put_back
-            os.unlink(path)
-            log("removed %s, the candidate beside the parked baseline" % path)
+    """``_restore.remove_parked_candidate``, logging to the journal."""
+    _restore.remove_parked_candidate(state, run_command_, log)
 
 
 def _put_back(state, data, baselines, run_command_):
-    _remove_parked_candidate(state, run_command_)
-    unit_path = state["unit_path"]
-    if data is None:
-        if os.path.lexists(unit_path):
-            run_command_(["systemctl", "disable", state["unit"]])  # its [Install] links; best effort
-            os.unlink(unit_path)
-            log("removed the candidate %s: there was no unit before" % unit_path)
-    else:
-        _lock.write_bytes_atomic(unit_path, data, 0o644)
-        log("put back %s from %s (sha256 %s)" % (unit_path, state["restore"]["source"], state["restore"]["sha256"]))
-    for dest, blob in baselines:
-        _lock.write_bytes_atomic(dest, blob, _guard_state.STATE_FILE_MODE)  # 0600, as _record writes baselines
-        log("put back %s" % dest)
+    """``_restore.put_back``, logging to the journal."""
+    return _restore.put_back(state, data, baselines, run_command_, log)
 
 
 def wait_ready(state, run_command_, clock=time.time, sleep=time.sleep):
@@ -368,28 +307,24 @@ def restore(statefile, state, why, run_command_=run_command, clock=time.time, sl
                           % (state.get("run_id"), state["park"]["unit"], detail))
         log("waking the parked %s did not bring it back (%s): restarting it" % (unit, detail), 4)
         notes.append("waking the parked baseline failed (%s), so it was restarted" % detail)
-    if not boot:
-        freed = _free_gpus(state, run_command_, reclaim_kw)
-        rec["reclaim"] = freed
-        log("stopped %s and reclaimed its GPUs: %s" % (unit, "ok" if freed["ok"] else freed.get("error")))
-        if not freed["ok"]:
-            notes.append("reclaim failed: %s" % freed.get("error"))
+    # The one restore (_restore, which the controller's rollback runs too): stop and free the GPUs (not at
+    # boot: nothing runs yet), put the files back, reset-failed, daemon-reload, start --no-block.
+    error = None
     try:
-        _put_back(state, data, baselines, run_command_)
-        rec["restored_at"] = _guard_state.iso(clock())
-        _guard_state.checked_run(["systemctl", "daemon-reload"], None, run_command_)
-        run_command_(["systemctl", "reset-failed", unit])  # rc 1 when it never failed: fine
-    except (OSError, _guard_state.GuardError) as exc:
-        return finish(False, "restoring the files failed: %s" % getattr(exc, "msg", exc))
-    if not boot and not rec["reclaim"].get("stopped"):
-        return finish(False, "%s could not be stopped (%s); the previous unit file is back on disk, restart "
-                             "the unit once it stops" % (unit, rec["reclaim"].get("stop_error")))
+        done = _restore.restore(state, run_command_, free=not boot, require_stopped=not boot, no_block=True,
+                                reclaim_kw=reclaim_kw, log=log, clock=clock, sources=(data, baselines))
+    except _restore.RestoreError as exc:
+        done, error = exc.result, exc
+    if done.get("reclaim") is not None:
+        rec["reclaim"] = done["reclaim"]
+        if not done["reclaim"]["ok"]:
+            notes.append("reclaim failed: %s" % done["reclaim"].get("error"))
+    if done.get("restored_at") is not None:
+        rec["restored_at"] = _guard_state.iso(done["restored_at"])
+    if error is not None:
+        return finish(False, error.msg)
     if data is None:
         return finish(True, "there was no %s before the switch: the candidate was removed" % unit)
-    try:
-        _guard_state.checked_run(["systemctl", "start", "--no-block", unit], None, run_command_)
-    except _guard_state.GuardError as exc:
-        return finish(False, exc.msg)
     if boot:
         return finish(True, "reboot during an unconfirmed switch: the previous unit file was put back "
                             "before %s started; its start is queued" % unit)

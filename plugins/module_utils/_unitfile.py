@@ -10,8 +10,8 @@ shipped in ``/lib/systemd/system``, a copy in ``/run``), or a drop-in sets ``Exe
 silently replace every candidate's command). ``snapshot(...)`` copies the managed file to the state
 directory (0600, atomically), checks that the copy has the same SHA-256 as the file and that
 ``systemd-analyze verify`` reads it without an error. Both run before anything is stopped.
-``restore(...)`` is the rollback's half: the checked source back in place (or the candidate's unit
-removed when there was none), the unit's failed state cleared, systemd reloaded, the unit restarted.
+The rollback itself is ``_restore``'s (the guard's restore, which the controller runs too); it checks its
+source with ``check_restore_source``.
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ import time
 
 from ansible_collections.llmops.specdec.plugins.module_utils import _files
 
-__all__ = ["inspect", "snapshot", "restore", "n_restarts", "systemctl", "read_small", "check_restore_source", "archive",
+__all__ = ["inspect", "snapshot", "n_restarts", "systemctl", "read_small", "check_restore_source", "archive",
            "newest_archived", "sha256_file", "exec_start_drop_ins", "UnitFileError", "MANAGED_HEADER", "written_by_us",
            "check_ours"]
 
@@ -172,41 +172,6 @@ def systemctl(run_command, argv, ok_rc=(0,)):
     if rc not in ok_rc:
         raise UnitFileError("systemctl %s failed (rc=%d): %s" % (" ".join(argv), rc, (err or out).strip()[-800:]))
     return rc, out
-
-
-def restore(run_command, unit, path, src, check_mode=False, owned_only=False):
-    """Put the previous configuration of ``unit`` back and start it, or remove the candidate's ``path``
-    when ``src`` is None (there was no unit before). Returns ``{"file", "started", "changed"}``, where
-    ``file`` is ``restored``, ``unchanged``, ``removed`` or ``absent``; after a restart, ``n_restarts``
-    is systemd's restart count (the readiness wait fails when it grows). With ``owned_only``, a ``path`` to
-    remove that the collection did not write (``written_by_us``) is left as it is: ``file`` is ``foreign``.
-
-    The source is checked first (``check_restore_source``); nothing is written when it fails. Manual
-    starts count toward ``StartLimitBurst``, so the failed state is cleared before the start: after a
-    sweep of failing candidates, systemd would otherwise refuse to start production again.
-    """
-    if src is None:
-        if owned_only and os.path.lexists(path) and not written_by_us(path):
-            # Another unit of that name: left as it is, and the rollback goes on (never a failure here).
-            return {"file": "foreign", "started": False, "changed": False, "n_restarts": None}
-        exists = os.path.lexists(path)
-        if exists and not check_mode:
-            os.unlink(path)
-            systemctl(run_command, ["daemon-reload"])
-        return {"file": "removed" if exists else "absent", "started": False, "changed": exists, "n_restarts": None}
-    try:
-        check_restore_source(src)
-    except UnitFileError as exc:
-        raise UnitFileError("refusing to install %s as %s: %s; nothing was changed" % (src, path, exc))
-    if check_mode:
-        same = os.path.isfile(path) and sha256_file(path) == sha256_file(src)
-        return {"file": "unchanged" if same else "restored", "started": True, "changed": True, "n_restarts": None}
-    changed = _files.copy_if_changed(src, path, 0o644)
-    systemctl(run_command, ["reset-failed", unit], ok_rc=(0, 1))  # 1: it never failed
-    systemctl(run_command, ["daemon-reload"])
-    systemctl(run_command, ["restart", unit])
-    return {"file": "restored" if changed else "unchanged", "started": True, "changed": True,
-            "n_restarts": n_restarts(run_command, unit)}
 
 
 def n_restarts(run_command, unit):

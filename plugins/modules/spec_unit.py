@@ -18,10 +18,16 @@ description:
     that C(systemd-analyze verify) reads it, and fails when either check fails. A snapshot is never written while
     O(unfinished) exists (the guard of a run that did not finish still restores from it).
   - One call for what the switch reads before it touches the host, with the state files of O(read).
-  - With O(restore), the rollback's half instead, in one call. It checks the source (a regular file owned by root
-    that nobody else can write), puts it back at O(path), clears the unit's failed state and start-limit counter,
-    reloads systemd and restarts the unit. With O(restore.remove), it removes the candidate's unit instead (there
-    was none before) and reloads systemd. Nothing is written when the source check fails.
+  - With O(restore), the rollback instead, in one call (the one restore that the host's guard runs when the
+    controller is lost, docs/guard.md, from the same inputs). It checks the source (a regular file owned by root
+    that nobody else can write, with O(restore.sha256) its checksum); with O(restore.reclaim) it stops the unit
+    and frees its GPUs (the rules of M(llmops.specdec.gpu_reclaim)); it puts the source back at O(path), clears
+    the unit's failed state and start-limit counter, reloads systemd and restarts the unit. With
+    O(restore.remove), it removes the candidate's unit instead (there was none before, its links disabled) and
+    reloads systemd. Nothing is written when the source check fails.
+  - A reclaim that fails does not stop the restore (production is started whatever happens); its error is a
+    warning and in the C(warnings) of RV(restored). A lost O(lease) after the reclaim stops it before the files
+    (the guard is restoring the host itself).
   - With O(install), the server role's install in one call. It makes the working directory, the secrets file
     (or removes it when the unit has none), SGLang's schedule file and the unit file, each only when it differs.
     When the unit or its secrets changed, it reloads systemd and, with O(install.restart), restarts the unit,
@@ -30,6 +36,7 @@ author:
   - llmops.specdec developers (@llmops)
 extends_documentation_fragment:
   - llmops.specdec._attributes
+  - llmops.specdec.lease
 options:
   name:
     description: The systemd unit.
@@ -90,6 +97,58 @@ options:
             the C(file) of RV(restored) says V(foreign).
         type: bool
         default: false
+      env_file:
+        description:
+          - With O(restore.remove), a secrets file removed with the unit (the candidate's beside a parked baseline),
+            also when the unit file is left as it is (O(restore.owned_only)).
+        type: path
+      sha256:
+        description:
+          - The SHA-256 that O(restore.src) must have (the snapshot's, as the guard was armed with it); nothing is
+            changed when it differs.
+        type: str
+      reclaim:
+        description:
+          - Stop the unit and free its GPUs before the files are put back, as M(llmops.specdec.gpu_reclaim) does
+            with these options (scoped to the service's own GPUs and processes; omitted ones take its defaults).
+            Omit to leave the unit running until its restart.
+        type: dict
+        suboptions:
+          gpus:
+            description: As M(llmops.specdec.gpu_reclaim)'s O(llmops.specdec.gpu_reclaim#module:gpus).
+            type: list
+            elements: str
+          scope:
+            description: As M(llmops.specdec.gpu_reclaim)'s O(llmops.specdec.gpu_reclaim#module:scope).
+            type: str
+            choices: [unit, gpu]
+          stop_timeout:
+            description: As M(llmops.specdec.gpu_reclaim)'s O(llmops.specdec.gpu_reclaim#module:stop_timeout).
+            type: float
+          term_timeout:
+            description: As M(llmops.specdec.gpu_reclaim)'s O(llmops.specdec.gpu_reclaim#module:term_timeout).
+            type: float
+          verify_timeout:
+            description: As M(llmops.specdec.gpu_reclaim)'s O(llmops.specdec.gpu_reclaim#module:verify_timeout).
+            type: float
+          allow_uids:
+            description: As M(llmops.specdec.gpu_reclaim)'s O(llmops.specdec.gpu_reclaim#module:allow_uids).
+            type: list
+            elements: str
+          allow_cgroups:
+            description: As M(llmops.specdec.gpu_reclaim)'s O(llmops.specdec.gpu_reclaim#module:allow_cgroups).
+            type: list
+            elements: str
+          allow_units:
+            description: As M(llmops.specdec.gpu_reclaim)'s O(llmops.specdec.gpu_reclaim#module:allow_units).
+            type: list
+            elements: str
+          keep_units:
+            description:
+              - As M(llmops.specdec.gpu_reclaim)'s O(llmops.specdec.gpu_reclaim#module:keep_units) (the parked
+                baseline beside the candidate that O(name) is).
+            type: list
+            elements: str
   install:
     description:
       - Install O(install.text) at O(path) (root, 0644) with the files it reads. Not with O(snapshot), O(restore) or
@@ -186,6 +245,22 @@ EXAMPLES = r"""
     path: /etc/systemd/system/llm-server.service
     restore:
       src: /var/lib/llmops-specdec/snapshot/llm-server.service
+
+- name: Roll back as the guard would, the candidate stopped and its GPUs freed first
+  llmops.specdec.spec_unit:
+    name: llm-server.service
+    path: /etc/systemd/system/llm-server.service
+    restore:
+      src: /var/lib/llmops-specdec/snapshot/llm-server.service
+      sha256: "{{ unit.snapshot.sha256 }}"
+      reclaim:
+        scope: gpu
+        verify_timeout: 30
+    lease:
+      statefile: /var/lib/llmops-specdec/guard/llm-server.json
+      run_id: "{{ run_id }}"
+      ttl: 300
+  register: restored
 """
 
 RETURN = r"""
@@ -247,6 +322,21 @@ restored:
       description: systemd's C(NRestarts) read after the restart; null without one.
       returned: always
       type: int
+    reclaim:
+      description:
+        - With O(restore.reclaim), what the reclaim did (C(ok), C(error), C(stopped), C(units), C(signalled),
+          C(gpus), C(elapsed)), as the guard records it; null without one or in check mode.
+      returned: always
+      type: dict
+    warnings:
+      description: Why the restore went on after a step that failed (a reclaim that could not free the GPUs).
+      returned: always
+      type: list
+      elements: str
+lease_lost:
+  description: Why the lease on the host's guard could not be renewed (the guard restored the host, or another run owns it).
+  returned: when O(lease) was given and a renewal failed
+  type: str
 installed:
   description: What the install did.
   returned: when O(install) is given
@@ -284,7 +374,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _install, _unitfile
+from ansible_collections.llmops.specdec.plugins.module_utils import _install, _lease, _restore, _unitfile
 
 
 def main():
@@ -297,8 +387,16 @@ def main():
             read=dict(type="list", elements="path", default=[]),
             expect_archived=dict(type="dict", options=dict(path=dict(type="path", required=True),
                                                            dir=dict(type="path", required=True))),
-            restore=dict(type="dict", options=dict(src=dict(type="path"), remove=dict(type="bool", default=False),
-                                                   owned_only=dict(type="bool", default=False))),
+            restore=dict(type="dict", options=dict(
+                src=dict(type="path"), remove=dict(type="bool", default=False),
+                owned_only=dict(type="bool", default=False), sha256=dict(type="str"),
+                reclaim=dict(type="dict", options=dict(
+                    gpus=dict(type="list", elements="str"), scope=dict(type="str", choices=["unit", "gpu"]),
+                    stop_timeout=dict(type="float"), term_timeout=dict(type="float"), verify_timeout=dict(type="float"),
+                    allow_uids=dict(type="list", elements="str"), allow_cgroups=dict(type="list", elements="str"),
+                    allow_units=dict(type="list", elements="str"), keep_units=dict(type="list", elements="str"))),
+                env_file=dict(type="path"))),
+            lease=_lease.lease_argspec(),
             install=dict(type="dict", options=dict(
                 text=dict(type="str", required=True),
                 working_dir=dict(type="path"),
@@ -373,15 +471,36 @@ def main():
 
 
 def restore(module, run, p):
-    """The rollback: no inspection first, a wrong view of the unit must not keep production down."""
-    src, remove = p["restore"]["src"], p["restore"]["remove"]
-    if bool(src) == remove:
+    """The rollback (``_restore``, the guard's restore): no inspection first, a wrong view of the unit must not
+    keep production down."""
+    want = p["restore"]
+    if bool(want["src"]) == want["remove"]:
         module.fail_json(msg="restore needs either src or remove=true; nothing was changed")
-    try:
-        done = _unitfile.restore(run, p["name"], p["path"], src, check_mode=module.check_mode,
-                                 owned_only=p["restore"]["owned_only"])
-    except (_unitfile.UnitFileError, OSError) as exc:
-        module.fail_json(msg="restoring %s: %s" % (p["path"], exc))
+    plan = _restore.plan(p["name"], p["path"], want["src"], want["sha256"], want["reclaim"], want["env_file"])
+    lease = None if module.check_mode else p["lease"]  # a check stops nothing, so it holds no lease
+    # The lease is renewed before anything is stopped (a guard that restored the host already, or another run's,
+    # must not see this run stop anything) and while the reclaim runs; lost after it, the files are not touched.
+    with _lease.Heartbeat(lease) as heartbeat:
+        def lease_lost():
+            """Renewed once more after the reclaim: the restart and the readiness wait start with a whole ttl."""
+            try:
+                _lease.renew(lease)
+            except _lease.LeaseLost as exc:
+                heartbeat.lost = heartbeat.lost or str(exc)
+            return heartbeat.lost
+
+        if heartbeat.lost:
+            module.fail_json(msg="the lease on the host's guard was lost, the host is being restored to its previous "
+                                 "configuration: %s; nothing was stopped or changed" % heartbeat.lost,
+                             lease_lost=heartbeat.lost)
+        try:
+            done = _restore.restore(plan, run, check_mode=module.check_mode, free=want["reclaim"] is not None,
+                                    check_owner=True, owned_only=want["owned_only"], warn=module.warn,
+                                    lease_lost=lease_lost)
+        except _restore.RestoreError as exc:
+            extra = {"lease_lost": heartbeat.lost} if exc.stage == "lease" else {}
+            module.fail_json(msg="restoring %s: %s" % (p["path"], exc.msg), restored=exc.result, **extra)
+    done.pop("restored_at")
     module.exit_json(changed=done.pop("changed"), restored=done)
 
 

@@ -180,9 +180,15 @@ def systemctl(args):
         return 0
     if verb == "show":
         props = [f.split("=", 1)[1] for f in flags if f.startswith("--property=")][0].split(",")
-        sys.stdout.write(show(names[0], props))
+        text = show(names[0], props)
+        if "--value" in flags:  # systemctl show --value: the values alone, one a line
+            text = "".join(line.partition("=")[2] + "\n" for line in text.splitlines())
+        sys.stdout.write(text)
         return 0
     name = names[0]
+    if verb == "restart":  # the rollback's (spec_unit): stop, waiting for it, then start
+        stop(name, True)
+        verb = "start"
     if verb == "start":
         d = definition(name)
         if d is None:

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _install, _unitfile
+from ansible_collections.llmops.specdec.plugins.module_utils import _install, _restore, _unitfile
 
 UNIT = "[Unit]\nDescription=x\n\n[Service]\nExecStart=/usr/bin/true\n"
 SERVICE = "vllm-server.service"
@@ -232,11 +232,12 @@ def test_a_candidate_unit_is_removed_only_when_the_collection_wrote_it(tmp_path)
     foreign = tmp_path / "sshd-candidate.service"
     foreign.write_text(FOREIGN)
     run = Systemctl()
-    done = _unitfile.restore(run, "sshd-candidate.service", str(foreign), None, owned_only=True)
+    done = _restore.restore(_restore.plan("sshd-candidate.service", str(foreign), None), run, free=False, owned_only=True)
     assert done["file"] == "foreign" and not done["changed"] and foreign.read_text() == FOREIGN
     ours = tmp_path / "vllm-server-candidate.service"
     ours.write_text(OURS)
-    done = _unitfile.restore(run, "vllm-server-candidate.service", str(ours), None, owned_only=True)
+    done = _restore.restore(_restore.plan("vllm-server-candidate.service", str(ours), None), run, free=False,
+                            owned_only=True)
     assert done["file"] == "removed" and not ours.exists()
 
 

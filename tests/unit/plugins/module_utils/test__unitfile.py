@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 
@@ -93,70 +92,3 @@ def test_archive_keeps_the_newest_few_with_checksums(tmp_path, unit):
     assert newest["sha256"] == _unitfile.sha256_file(str(unit)) == last["sha256"]
     assert len([n for n in os.listdir(kept) if n != "MANIFEST.json"]) == 2
     assert _unitfile.newest_archived(str(tmp_path / "none")) is None
-
-
-def systemctl_log():
-    """run_command that records the systemctl calls of a restore (the lowest boundary: systemd itself)."""
-    calls = []
-
-    def run(argv):
-        calls.append(argv)
-        if argv[1] == "show":  # NRestarts after the restart (a manual restart resets it)
-            return 0, "0\n", ""
-        return (1 if argv[1] == "reset-failed" else 0), "", ""
-    return run, calls
-
-
-def test_restore_puts_the_checked_source_back_clears_the_failed_state_and_restarts(tmp_path, unit):
-    src = tmp_path / "snapshot.service"
-    src.write_text(UNIT.replace("true", "false"))
-    os.chmod(src, 0o600)
-    run, calls = systemctl_log()
-    done = _unitfile.restore(run, "vllm-server.service", str(unit), str(src))
-    assert done == {"file": "restored", "started": True, "changed": True, "n_restarts": 0}
-    assert unit.read_text() == src.read_text() and (os.stat(unit).st_mode & 0o777) == 0o644
-    assert calls == [["systemctl", "reset-failed", "vllm-server.service"], ["systemctl", "daemon-reload"],
-                     ["systemctl", "restart", "vllm-server.service"],
-                     ["systemctl", "show", "vllm-server.service", "--property=NRestarts", "--value"]]
-    # The same file again is not rewritten, but the service is still restarted (the candidate ran in it).
-    assert _unitfile.restore(run, "vllm-server.service", str(unit), str(src))["file"] == "unchanged"
-    assert calls[-2] == ["systemctl", "restart", "vllm-server.service"]
-
-
-@pytest.mark.skipif(os.geteuid() != 0, reason="chown needs root")
-@pytest.mark.parametrize("spoil, why", [
-    (lambda p: os.chown(p, 65534, 0), "owned by uid 65534, not root"),
-    (lambda p: os.chmod(p, 0o664), "writable by others than root (mode 0664)"),
-    (lambda p: (os.unlink(p), os.symlink("/etc/hostname", p)), "not a regular file"),
-    (os.unlink, "is missing"),
-])
-def test_restore_refuses_a_source_someone_else_could_have_changed_and_touches_nothing(tmp_path, unit, spoil, why):
-    src = tmp_path / "snapshot.service"
-    src.write_text("[Service]\nExecStart=/usr/bin/evil\n")
-    os.chmod(src, 0o600)
-    spoil(str(src))
-    run, calls = systemctl_log()
-    with pytest.raises(_unitfile.UnitFileError, match="refusing to install .* as .*%s; nothing was changed" % re.escape(why)):
-        _unitfile.restore(run, "vllm-server.service", str(unit), str(src))
-    assert unit.read_text() == UNIT and calls == []
-
-
-def test_restore_without_a_source_removes_the_candidate_and_reloads(tmp_path, unit):
-    run, calls = systemctl_log()
-    assert _unitfile.restore(run, "vllm-server.service", str(unit), None, check_mode=True)["file"] == "removed"
-    assert unit.exists() and calls == []
-    assert _unitfile.restore(run, "vllm-server.service", str(unit), None) == \
-        {"file": "removed", "started": False, "changed": True, "n_restarts": None}
-    assert not unit.exists() and calls == [["systemctl", "daemon-reload"]]
-    assert _unitfile.restore(run, "vllm-server.service", str(unit), None)["changed"] is False
-
-
-def test_a_failed_restart_is_an_error_with_systemds_words(tmp_path, unit):
-    src = tmp_path / "snapshot.service"
-    src.write_text(UNIT)
-    os.chmod(src, 0o600)
-
-    def run(argv):
-        return (5, "", "Unit vllm-server.service has a bad setting.") if argv[1] == "restart" else (0, "", "")
-    with pytest.raises(_unitfile.UnitFileError, match="systemctl restart vllm-server.service failed .rc=5.: Unit"):
-        _unitfile.restore(run, "vllm-server.service", str(unit), str(src))

@@ -11,7 +11,7 @@ import subprocess
 import pytest
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _unitfile
+from ansible_collections.llmops.specdec.plugins.module_utils import _reclaim, _unitfile
 from ansible_collections.llmops.specdec.plugins.modules import spec_unit
 from ansible_collections.llmops.specdec.tests.unit.plugins.modules.module_harness import FailJson, run_module
 
@@ -33,6 +33,8 @@ def host(tmp_path, monkeypatch):
             return 0, "".join("%s=%s\n" % kv for kv in props.items() if kv[0] not in ("calls", "enabled")), ""
         if argv[:2] == ["systemctl", "is-enabled"]:
             return (0 if props.get("enabled", True) else 1), "", ""
+        if argv[:2] == ["systemctl", "stop"]:  # the rollback's reclaim stops the candidate
+            props["ActiveState"] = "inactive"
         if argv[:2] in (["systemctl", "enable"], ["systemctl", "disable"]):
             props["enabled"] = argv[1] == "enable"
         if argv[0] == "systemctl":  # the restore's reset-failed, daemon-reload and restart
@@ -102,7 +104,8 @@ def test_restore_in_one_call_and_its_refusals(host):
     assert check["changed"] and check["restored"]["file"] == "restored" and unit.read_text() == UNIT
     assert "calls" not in props
     done = run_module(spec_unit.main, args(tmp_path, unit, restore={"src": str(snap)}))
-    assert done["restored"] == {"file": "restored", "started": True, "n_restarts": 2} and unit.read_text() == snap.read_text()
+    assert done["restored"] == {"file": "restored", "started": True, "n_restarts": 2, "reclaim": None, "warnings": []}
+    assert unit.read_text() == snap.read_text()
     assert props["calls"] == ["reset-failed", "daemon-reload", "restart"]
     assert "either src or remove=true" in run_module(spec_unit.main, args(tmp_path, unit, restore={}), FailJson)["msg"]
     both = run_module(spec_unit.main, args(tmp_path, unit, restore={"src": str(snap)}, snapshot=str(snap)), FailJson)
@@ -111,7 +114,40 @@ def test_restore_in_one_call_and_its_refusals(host):
     refused = run_module(spec_unit.main, args(tmp_path, unit, restore={"src": str(snap)}), FailJson)
     assert "writable by others than root" in refused["msg"] and "nothing was changed" in refused["msg"]
     removed = run_module(spec_unit.main, args(tmp_path, unit, restore={"remove": True}))
-    assert removed["restored"] == {"file": "removed", "started": False, "n_restarts": None} and not unit.exists()
+    assert removed["restored"] == {"file": "removed", "started": False, "n_restarts": None, "reclaim": None,
+                                   "warnings": []} and not unit.exists()
+
+
+def test_the_rollback_with_its_reclaim_and_lease(host, monkeypatch):
+    """The controller's rollback (rollback.yml): the guard's restore with a reclaim first, under the lease."""
+    tmp_path, unit, props = host
+    snap = tmp_path / "snapshot.service"
+    snap.write_text(UNIT.replace("true", "false"))
+    os.chmod(snap, 0o600)
+    digest = _unitfile.sha256_file(str(snap))
+    lease = {"statefile": str(tmp_path / "guard" / "vllm-server.json"), "run_id": "run-1", "ttl": 60}
+    want = {"src": str(snap), "sha256": digest, "reclaim": {"gpus": ["0"], "stop_timeout": 1, "verify_timeout": 1}}
+    # No guard armed for this run (it restored the host already): nothing is stopped or written.
+    lost = run_module(spec_unit.main, args(tmp_path, unit, restore=want, lease=lease), FailJson)
+    assert lost["lease_lost"] and "nothing was stopped or changed" in lost["msg"]
+    assert "calls" not in props and unit.read_text() == UNIT
+    # Without the lease: a reclaim that cannot free the GPUs (no NVML on this test host) is a warning, and the
+    # previous unit is put back and restarted all the same.
+    monkeypatch.setattr(_reclaim, "Nvml", _no_nvml)
+    done = run_module(spec_unit.main, args(tmp_path, unit, restore=want))
+    assert done["restored"]["file"] == "restored" and done["restored"]["started"]
+    assert not done["restored"]["reclaim"]["ok"] and done["restored"]["reclaim"]["stopped"]
+    assert done["restored"]["warnings"][0].startswith("the candidate's GPUs were not verified free before the rollback: ")
+    assert props["calls"][-3:] == ["reset-failed", "daemon-reload", "restart"] and "stop" in props["calls"]
+    # A snapshot that changed since the guard was armed: nothing is stopped or written.
+    snap.write_text(UNIT)
+    props.pop("calls")
+    changed = run_module(spec_unit.main, args(tmp_path, unit, restore=want), FailJson)
+    assert "changed since the guard was armed" in changed["msg"] and "calls" not in props
+
+
+def _no_nvml(_lib=None):
+    raise _reclaim.NvmlError("NVML is not on this host")
 
 
 def test_the_stored_baseline_is_read_in_the_same_call(host):
