@@ -239,6 +239,29 @@ class Worker:
             self.lost = "the head (%s:%d) closed the connection to the group" % (self.addr, self.port)
         self.done.set()
 
+    def wait_group(self, sup, n_ranks, stopper, started, timeout):
+        """Both engines' worker nodes: wait until this node's ranks loaded and the whole group started.
+
+        Returns None (the group is up), "stop" (SIGTERM while waiting) or the error that ends the node: the head's
+        refusal or loss, a rank that crashed, or torch.distributed's timeout (connecting, then waiting for the group).
+        """
+        while True:
+            if stopper.wait(0.2):
+                return "stop"
+            error = self.failure() or sup.crashed()
+            if not error and len(sup.ready) < n_ranks:
+                error = sup.wait_ready(n_ranks, 0.01)
+                error = None if error == "timeout" else error
+            if not error and len(sup.ready) == n_ranks:
+                self.mark_loaded()
+            if error or (self.complete.is_set() and len(sup.ready) == n_ranks):
+                return error
+            if time.monotonic() - started > timeout:
+                if not self.connected.is_set():
+                    return ("torch.distributed.DistNetworkError: The client socket has timed out after %dms while "
+                            "trying to connect to (%s, %d)." % (timeout * 1000, self.addr, self.port))
+                return "torch.distributed.DistStoreError: Timed out after %d seconds waiting for the group" % timeout
+
     def close(self):
         if self.sock is not None:
             try:

@@ -693,24 +693,7 @@ def _worker_node(args, log, stopper, faults, load, profile, spec, spec_text, hos
     started = time.monotonic()
     peer = group.Worker("sglang", host, port, args.node_rank, args.nnodes, args.tp_size, spec, spec_text)
     peer.start(lambda: stopper.event.is_set() or time.monotonic() - started > timeout)
-    error = None
-    while True:
-        if stopper.wait(0.2):
-            error = "stop"
-            break
-        error = peer.failure() or sup.crashed()
-        if not error and len(sup.ready) < len(ranks):
-            error = sup.wait_ready(len(ranks), 0.01)
-            error = None if error == "timeout" else error
-        if not error and len(sup.ready) == len(ranks):
-            peer.mark_loaded()
-        if error or (peer.complete.is_set() and len(sup.ready) == len(ranks)):
-            break
-        if time.monotonic() - started > timeout:
-            error = ("torch.distributed.DistNetworkError: The client socket has timed out after %dms while trying to "
-                     "connect to (%s, %d)." % (timeout * 1000, host, port) if not peer.connected.is_set() else
-                     "torch.distributed.DistStoreError: Timed out after %d seconds waiting for the group" % timeout)
-            break
+    error = peer.wait_group(sup, len(ranks), stopper, started, timeout)
     if error == "stop":
         _worker_node_exit(log, sup, peer, None, 0)
     if error:

@@ -405,25 +405,7 @@ def _worker_node(args, log, stopper, faults, load, profile, world, spec, spec_te
     started = time.monotonic()
     peer = group.Worker("vllm", args.master_addr, args.master_port, args.node_rank, args.nnodes, world, spec, spec_text)
     peer.start(lambda: stopper.event.is_set() or time.monotonic() - started > timeout)
-    error = None
-    while True:
-        if stopper.wait(0.2):
-            error = "stop"
-            break
-        error = peer.failure() or sup.crashed()
-        if not error and len(sup.ready) < len(workers):
-            error = sup.wait_ready(len(workers), 0.01)
-            error = None if error == "timeout" else error
-        if not error and len(sup.ready) == len(workers):
-            peer.mark_loaded()
-        if error or (peer.complete.is_set() and len(sup.ready) == len(workers)):
-            break
-        if time.monotonic() - started > timeout:
-            error = ("torch.distributed.DistNetworkError: The client socket has timed out after %dms while trying to "
-                     "connect to (%s, %d)." % (timeout * 1000, args.master_addr, args.master_port)
-                     if not peer.connected.is_set() else
-                     "torch.distributed.DistStoreError: Timed out after %d seconds waiting for the group" % timeout)
-            break
+    error = peer.wait_group(sup, len(workers), stopper, started, timeout)
     if error == "stop":
         _worker_node_exit(log, sup, peer, 0)
     if error:
