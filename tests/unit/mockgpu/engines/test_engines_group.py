@@ -45,7 +45,7 @@ def sglang_node(engines, host, rank, port, *args, nnodes=2, tp=2):
 
 def loaded(engine, line):
     """The node's own ranks finished loading (a line of their log), so from now on only the group holds it."""
-    return wait_until(lambda: line in engine.log() or engine.proc.poll() is not None, 20)
+    return wait_until(lambda: line in engine.log() or engine.proc.poll() is not None, 60)
 
 
 def titles(host):
@@ -67,20 +67,20 @@ def test_vllm_head_is_ready_only_once_the_worker_node_joined_and_dies_with_it(ho
     assert "world_size=2 rank=0 local_rank=0 distributed_init_method=tcp://127.0.0.1:%d backend=nccl" % port in head.log()
 
     worker = vllm_node(engines, worker_host, 1, port, *VLLM_NGRAM3_DOTTED)
-    assert head.wait_ready(20)[-1] == 200
+    assert head.wait_ready(60)[-1] == 200
     # The worker node: its rank holds its GPU like any rank, under the real title; no API server, no HTTP port.
-    assert wait_until(lambda: titles(worker_host) == ["VLLM::Worker_TP1"], 10)
+    assert wait_until(lambda: titles(worker_host) == ["VLLM::Worker_TP1"], 60)
     assert worker.proc.poll() is None and worker.status() == "refused"
     log = worker.log()
     assert "Launching vLLM (v" in log and "headless multiproc executor, with head node address 127.0.0.1:%d" % port in log
     assert "world_size=2 rank=1 local_rank=0" in log
 
     worker.kill_group()  # the worker node dies: the group's next collective fails on the head
-    assert head.proc.wait(20) == 0  # the EngineCore dies, and the API server exits 0 after it (vLLM #48966)
+    assert head.proc.wait(60) == 0  # the EngineCore dies, and the API server exits 0 after it (vLLM #48966)
     log = head.log()
     assert "ncclRemoteError" in log and "node_rank 1 (127.0.0.1) closed its connection" in log
     assert "Engine core proc EngineCore_DP0 died unexpectedly" in log
-    assert wait_until(lambda: head_host.holders() == [], 10)
+    assert wait_until(lambda: head_host.holders() == [], 60)
 
 
 def test_vllm_worker_with_another_speculative_config_fails_the_head_and_itself(hosts, engines):
@@ -89,8 +89,8 @@ def test_vllm_worker_with_another_speculative_config_fails_the_head_and_itself(h
     port = free_port()
     head = vllm_node(engines, head_host, 0, port, *VLLM_NGRAM3)
     worker = vllm_node(engines, worker_host, 1, port, *VLLM_NGRAM4)
-    assert head.proc.wait(20) == 1
-    assert worker.proc.wait(20) == 1
+    assert head.proc.wait(60) == 1
+    assert worker.proc.wait(60) == 1
     log = head.log()
     assert "RuntimeError: Configuration mismatch detected in the serving group: node_rank 1 has a different " \
            "speculative config: method=ngram, model=ngram, num_speculative_tokens=4 (head: method=ngram, model=ngram, " \
@@ -98,7 +98,7 @@ def test_vllm_worker_with_another_speculative_config_fails_the_head_and_itself(h
     assert "RuntimeError: Engine core initialization failed." in log
     assert "Application startup complete." not in log
     assert "different speculative config" in worker.log()
-    assert wait_until(lambda: head_host.holders() == [] and worker_host.holders() == [], 10)
+    assert wait_until(lambda: head_host.holders() == [] and worker_host.holders() == [], 60)
 
 
 def test_vllm_worker_with_another_world_size_fails_the_head(hosts, engines):
@@ -107,7 +107,7 @@ def test_vllm_worker_with_another_world_size_fails_the_head(hosts, engines):
     port = free_port()
     head = vllm_node(engines, head_host, 0, port)
     worker = vllm_node(engines, worker_host, 1, port, tp=4)
-    assert head.proc.wait(20) == 1 and worker.proc.wait(20) == 1
+    assert head.proc.wait(60) == 1 and worker.proc.wait(60) == 1
     assert "node_rank 1 has world size 4, the head has world size 2" in head.log()
     # the worker node's two ranks (global ranks 2 and 3 of its world of 4) had held their GPUs
     assert "world_size=4 rank=2 local_rank=0" in worker.log() and "world_size=4 rank=3 local_rank=1" in worker.log()
@@ -118,11 +118,11 @@ def test_vllm_head_times_out_without_its_worker_node(hosts, engines):
     head_host, _worker_host = hosts
     e = engines.vllm(head_host, "-tp", "2", "-n", "2", "-r", "0", "--master-port", str(free_port()),
                      env=head_host.env(VLLM_ENGINE_READY_TIMEOUT_S="2"))
-    assert e.proc.wait(30) == 1
+    assert e.proc.wait(60) == 1
     log = e.log()
     assert "TimeoutError: Timed out waiting for engine core processes to start." in log
     assert "Waited 2s (configured by VLLM_ENGINE_READY_TIMEOUT_S)" in log
-    assert wait_until(lambda: head_host.holders() == [], 10)
+    assert wait_until(lambda: head_host.holders() == [], 60)
 
 
 def test_vllm_worker_node_that_dies_loading_fails_the_head(hosts, engines):
@@ -132,9 +132,9 @@ def test_vllm_worker_node_that_dies_loading_fails_the_head(hosts, engines):
     port = free_port()
     head = vllm_node(engines, head_host, 0, port, *VLLM_NGRAM3)
     worker = vllm_node(engines, worker_host, 1, port, *VLLM_NGRAM3)
-    assert worker.proc.wait(20) == 1
+    assert worker.proc.wait(60) == 1
     assert "RuntimeError: CUDA error: an illegal memory access was encountered" in worker.log()
-    assert head.proc.wait(20) == 1
+    assert head.proc.wait(60) == 1
     log = head.log()
     assert "ncclRemoteError" in log and "node_rank 1 (127.0.0.1) closed its connection" in log
     assert "RuntimeError: Engine core initialization failed." in log
@@ -146,10 +146,10 @@ def test_vllm_head_stopping_stops_the_worker_node(hosts, engines):
     port = free_port()
     head = vllm_node(engines, head_host, 0, port)
     worker = vllm_node(engines, worker_host, 1, port)
-    head.wait_ready(20)
+    head.wait_ready(60)
     assert head.terminate() == 0
-    assert worker.proc.wait(20) == 0
-    assert wait_until(lambda: head_host.holders() == [] and worker_host.holders() == [], 10)
+    assert worker.proc.wait(60) == 0
+    assert wait_until(lambda: head_host.holders() == [] and worker_host.holders() == [], 60)
 
 
 @pytest.mark.parametrize("args, message", [
@@ -160,7 +160,7 @@ def test_vllm_head_stopping_stops_the_worker_node(hosts, engines):
 def test_vllm_refuses_a_group_it_cannot_split(gpu_host, engines, args, message):
     """Reaches the rendezvous: none (refused before anything starts)."""
     e = engines.vllm(gpu_host, *args)
-    assert e.proc.wait(15) == 1
+    assert e.proc.wait(60) == 1
     assert message in e.log()
     assert gpu_host.holders() == []
 
@@ -169,7 +169,7 @@ def test_vllm_headless_on_rank_0_waits_for_a_front_end_and_holds_nothing(gpu_hos
     """Reaches the rendezvous: none (--headless on node rank 0 starts data-parallel engines that wait for a front
     end, serve.py run_headless)."""
     e = engines.vllm(gpu_host, "--headless")
-    assert wait_until(lambda: "Launching 1 data parallel engine(s) in headless mode" in e.log(), 10)
+    assert wait_until(lambda: "Launching 1 data parallel engine(s) in headless mode" in e.log(), 60)
     assert e.proc.poll() is None and e.status() == "refused" and gpu_host.holders() == []
     assert e.terminate() == 0
 
@@ -190,20 +190,20 @@ def test_sglang_head_is_ready_only_once_the_worker_node_joined(hosts, engines):
     worker = engines.sglang(worker_host, "--tp", "2", "--nnodes", "2", "--node-rank", "1",
                             "--nccl-init-addr", "127.0.0.1:%d" % port, "--speculative-algorithm", "ngram",
                             "--speculative-num-draft-tokens", "8")
-    assert head.wait_ready(20)[-1] == 200
+    assert head.wait_ready(60)[-1] == 200
     assert " TP0] Init parallel begin." in head.log() and " TP0] Init parallel ends." in head.log()
     # node rank 1: its scheduler holds its GPU; no detokenizer; the dummy health server answers once joined
-    assert wait_until(lambda: worker.status() == 200, 10)
+    assert wait_until(lambda: worker.status() == 200, 60)
     assert titles(worker_host) == ["sglang::scheduler_TP1"]
     assert worker.status("/health_generate") == 200 and worker.status("/v1/models") == 404
     assert "Init parallel ends." in worker.log()
 
     worker.proc.send_signal(signal.SIGTERM)  # a node of rank > 0 only logs it, and waits for rank 0
-    assert wait_until(lambda: "SIGTERM received on node_rank 1" in worker.log(), 10)
+    assert wait_until(lambda: "SIGTERM received on node_rank 1" in worker.log(), 60)
     assert worker.proc.poll() is None
     assert head.terminate() == 0  # rank 0's ShutdownReq broadcast stops every node
-    assert worker.proc.wait(20) == 0
-    assert wait_until(lambda: head_host.holders() == [] and worker_host.holders() == [], 10)
+    assert worker.proc.wait(60) == 0
+    assert wait_until(lambda: head_host.holders() == [] and worker_host.holders() == [], 60)
 
 
 def test_sglang_worker_with_another_speculative_config_fails_the_head_and_itself(hosts, engines):
@@ -213,12 +213,12 @@ def test_sglang_worker_with_another_speculative_config_fails_the_head_and_itself
     head = sglang_node(engines, head_host, 0, port, *SGLANG_NGRAM8)
     worker = sglang_node(engines, worker_host, 1, port, "--speculative-algorithm", "NGRAM",
                          "--speculative-num-draft-tokens", "6")
-    assert head.proc.wait(20) == 1 and worker.proc.wait(20) == 1
+    assert head.proc.wait(60) == 1 and worker.proc.wait(60) == 1
     log = head.log()
     assert "Configuration mismatch detected in the serving group: node_rank 1 has a different speculative config" in log
     assert "draft_tokens=6 (head: " in log and "Initialization failed" in log
     assert "The server is fired up" not in log
-    assert wait_until(lambda: head_host.holders() == [] and worker_host.holders() == [], 10)
+    assert wait_until(lambda: head_host.holders() == [] and worker_host.holders() == [], 60)
 
 
 def test_sglang_worker_node_dying_after_ready_takes_the_head_down(hosts, engines):
@@ -227,26 +227,26 @@ def test_sglang_worker_node_dying_after_ready_takes_the_head_down(hosts, engines
     port = free_port()
     head = sglang_node(engines, head_host, 0, port)
     worker = sglang_node(engines, worker_host, 1, port)
-    head.wait_ready(20)
+    head.wait_ready(60)
     worker.kill_group()
-    assert head.proc.wait(20) == 1
+    assert head.proc.wait(60) == 1
     log = head.log()
     assert "ncclRemoteError" in log and "node_rank 1 (127.0.0.1) closed its connection" in log
-    assert wait_until(lambda: head_host.holders() == [], 10)
+    assert wait_until(lambda: head_host.holders() == [], 60)
 
 
 def test_sglang_head_times_out_after_dist_timeout(hosts, engines):
     """Reaches the rendezvous: the head only."""
     head_host, _worker_host = hosts
     e = sglang_node(engines, head_host, 0, free_port(), "--dist-timeout", "2")
-    assert e.proc.wait(30) == 1
+    assert e.proc.wait(60) == 1
     assert "torch.distributed.DistStoreError: Timed out after 2 seconds waiting for clients. 1/2 clients joined." in e.log()
 
 
 def test_sglang_refuses_a_tp_size_the_nodes_cannot_split(gpu_host, engines):
     """Reaches the rendezvous: none."""
     e = engines.sglang(gpu_host, "--tp", "2", "--nnodes", "3", "--node-rank", "1")
-    assert e.proc.wait(15) == 1
+    assert e.proc.wait(60) == 1
     assert "AssertionError: tp_size must be divisible by number of nodes" in e.log()
 
 
@@ -260,5 +260,5 @@ def test_a_worker_node_waits_for_a_head_that_is_not_there_yet(hosts, engines):
     time.sleep(0.5)  # retrying: not a timing check, the head is simply not started yet
     assert worker.proc.poll() is None and worker.status() == "refused"
     head = sglang_node(engines, head_host, 0, port)
-    assert head.wait_ready(20)[-1] == 200
-    assert wait_until(lambda: worker.status() == 200, 10)
+    assert head.wait_ready(60)[-1] == 200
+    assert wait_until(lambda: worker.status() == 200, 60)
