@@ -109,8 +109,8 @@ def test_vllm_worker_with_another_world_size_fails_the_head(hosts, engines):
     worker = vllm_node(engines, worker_host, 1, port, tp=4)
     assert head.proc.wait(60) == 1 and worker.proc.wait(60) == 1
     assert "node_rank 1 has world size 4, the head has world size 2" in head.log()
-    # the worker node's two ranks (global ranks 2 and 3 of its world of 4) had held their GPUs
-    assert "world_size=4 rank=2 local_rank=0" in worker.log() and "world_size=4 rank=3 local_rank=1" in worker.log()
+    # Not asserted: the worker node's rank lines (world_size=4 rank=2 ...). The head refuses the hello as soon as it
+    # comes, and on a loaded machine that can be before the ranks logged (seen once beside a full test run).
 
 
 def test_vllm_head_times_out_without_its_worker_node(hosts, engines):
