@@ -374,6 +374,7 @@ def unit_settings(settings):
         "gpus": gpus,
         "tensor_parallel_size": tp,
         "serving_group": node,
-        # Only a group's head serves the API (vLLM's workers run --headless; SGLang's rank > 0 start no HTTP server).
+        # Only a group's head serves the API (vLLM's workers run --headless; SGLang's rank > 0 nodes run no API,
+        # only a dummy health server).
         "serves_api": node is None or node["is_head"],
     }

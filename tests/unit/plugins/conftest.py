@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from ansible_collections.llmops.specdec.tests.unit.plugins.module_utils.guard_host import FakeSystemd
 from ansible_collections.llmops.specdec.tests.unit.plugins.module_utils.reclaim_host import GpuHost, build_shim
 
 
@@ -27,3 +28,17 @@ def gpu_host(tmp_path, shim, monkeypatch):
     yield make
     for h in hosts:
         h.cleanup()
+
+
+@pytest.fixture
+def gpus(gpu_host):
+    """A mock GPU host of two GPUs (the guard's and the restore's tests: production and its candidate)."""
+    return gpu_host(2)
+
+
+@pytest.fixture
+def sd(tmp_path, monkeypatch, shim):
+    """A fake systemd that runs the units' ExecStart as real processes (guard_host.FakeSystemd)."""
+    fake = FakeSystemd(tmp_path, monkeypatch, shim)
+    yield fake
+    fake.cleanup()

@@ -19,20 +19,8 @@ import pytest
 
 from ansible_collections.llmops.specdec.plugins.module_utils import _guard_lease, _guard_state, _lock, _unitfile
 from ansible_collections.llmops.specdec.tests.unit.plugins.module_utils.guard_host import (
-    CAND_MIB, PROD_MIB, RUN, UNIT, FakeSystemd, Switch, gpu_procs, health, wait_gone, wait_until)
+    CAND_MIB, PROD_MIB, RUN, UNIT, Switch, gpu_procs, health, wait_gone, wait_until)
 from ansible_collections.llmops.specdec.tests.unit.plugins.module_utils.reclaim_host import REPO, alive
-
-
-@pytest.fixture
-def sd(tmp_path, monkeypatch, shim):
-    fake = FakeSystemd(tmp_path, monkeypatch, shim)
-    yield fake
-    fake.cleanup()
-
-
-@pytest.fixture
-def gpus(gpu_host):
-    return gpu_host(2)
 
 
 def test_deadline_passes_guard_restores_previous_unit(gpus, sd, tmp_path):

@@ -17,15 +17,8 @@ import pytest
 
 from ansible_collections.llmops.specdec.plugins.module_utils import _guard_lease, _guard_state, _lock
 from ansible_collections.llmops.specdec.tests.unit.plugins.module_utils.guard_host import (
-    OWNER, RUN, UNIT, FakeSystemd, Switch)
+    OWNER, RUN, UNIT, Switch)
 from ansible_collections.llmops.specdec.tests.unit.plugins.module_utils.reclaim_host import REPO
-
-
-@pytest.fixture
-def sd(tmp_path, monkeypatch, shim):
-    fake = FakeSystemd(tmp_path, monkeypatch, shim)
-    yield fake
-    fake.cleanup()
 
 
 def test_arm_refuses_bad_sources_and_another_runs_guard(sd, tmp_path):

@@ -18,7 +18,7 @@ import pytest
 
 from ansible_collections.llmops.specdec.plugins.module_utils import _guard_state, _restore, _unitfile
 from ansible_collections.llmops.specdec.tests.unit.plugins.module_utils.guard_host import (
-    UNIT, FakeSystemd, Switch, gpu_procs, health, wait_gone, wait_until)
+    UNIT, Switch, gpu_procs, health, wait_gone, wait_until)
 from ansible_collections.llmops.specdec.tests.unit.plugins.module_utils.reclaim_host import alive
 
 UNIT_TEXT = "[Unit]\nDescription=x\n\n[Service]\nExecStart=/usr/bin/true\n"
@@ -154,18 +154,6 @@ def test_a_source_changed_since_the_guard_was_armed_touches_nothing(tmp_path, un
 
 
 # ------------------------------------------------------------ real processes: the candidate on a GPU
-
-@pytest.fixture
-def sd(tmp_path, monkeypatch, shim):
-    fake = FakeSystemd(tmp_path, monkeypatch, shim)
-    yield fake
-    fake.cleanup()
-
-
-@pytest.fixture
-def gpus(gpu_host):
-    return gpu_host(2)
-
 
 def _armed_plan(sw):
     """What the controller's rollback restores from: the armed guard's own state file (the guard's input)."""

@@ -146,6 +146,26 @@ def test_the_rollback_with_its_reclaim_and_lease(host, monkeypatch):
     assert "changed since the guard was armed" in changed["msg"] and "calls" not in props
 
 
+def test_park_rollbacks_removal_of_the_candidate_beside_its_parked_baseline(host, monkeypatch):
+    """park_rollback.yml's call: remove the candidate's unit (only one the collection wrote: owned_only) and its
+    secrets (env_file), after a reclaim that keeps the parked baseline's unit (keep_units)."""
+    tmp_path, unit, props = host
+    seen = []
+    monkeypatch.setattr(_reclaim, "reclaim", lambda params, _run, **_kw: seen.append(params) or {})
+    env = tmp_path / "vllm-server.service.env"
+    env.write_text("VLLM_API_KEY=x\n")
+    want = {"remove": True, "owned_only": True, "env_file": str(env),
+            "reclaim": {"gpus": ["1"], "keep_units": ["vllm-server-parked.service"]}}
+    # A unit the collection did not write is left as it is; its secrets file still goes.
+    done = run_module(spec_unit.main, args(tmp_path, unit, restore=want))
+    assert done["restored"]["file"] == "foreign" and unit.exists() and not env.exists()
+    assert seen[-1]["keep_units"] == ["vllm-server-parked.service"] and seen[-1]["units"] == ["vllm-server.service"]
+    # One the collection wrote is removed.
+    unit.write_text(_unitfile.MANAGED_HEADER + " (role spec_server)\n" + UNIT)
+    done = run_module(spec_unit.main, args(tmp_path, unit, restore=want))
+    assert done["restored"]["file"] == "removed" and not unit.exists() and done["changed"]
+
+
 def _no_nvml(_lib=None):
     raise _reclaim.NvmlError("NVML is not on this host")
 
