@@ -18,10 +18,12 @@ FAULT, and watches until the host's guard has put production back and it answers
           (SIGSTOP to ansible-playbook, its workers and their ssh: the controller is alive but frozen; once the guard
           has put production back and it answers, SIGCONT, and the playbook finishes, within --resume-timeout)
 
-With --fault stop at --stage bench, the fault lands once the candidate's spec_bench is running on the host
-(its AnsiballZ payload directory exists): the benchmark ends on the host while the controller is frozen, so
-the controller's next step on the host, once resumed, is whatever follows the benchmark (the rollback's
-gpu_reclaim when the verdict is a rollback), with its lease already lost. The JSON then also has `frozen`
+With --fault stop (or --in-module), the fault lands only while the stage's module runs on the host (its
+AnsiballZ payload directory exists: engine_ready at load, spec_bench at bench), never between two tasks, when
+ansible-playbook's worker may not exist yet or not yet have left its process group. At --stage bench the
+benchmark ends on the host while the controller is frozen, so the controller's next step on the host, once
+resumed, is whatever follows the benchmark (the rollback's gpu_reclaim when the verdict is a rollback), with
+its lease already lost. The JSON then also has `frozen`
 (the processes frozen, how many of them outside ansible-playbook's process group, how many were seen
 stopped, how many had already exited, and any still running), `pid_restored` (production's MainPID
 when first seen restored), `resumed_at` and `pid_end` (its MainPID once the playbook ended).
@@ -64,10 +66,11 @@ show = dict(line.partition("=")[::2] for line in subprocess.run(
     ["systemctl", "show", unit, "-p", "ActiveState", "-p", "MainPID"], capture_output=True, text=True).stdout.splitlines())
 beside = "/etc/systemd/system/" + unit[:-len(".service")] + "-candidate.service"
 # A module runs on the host while AnsiballZ's payload directory exists (tempfile.mkdtemp, removed at its end).
-bench = bool(glob.glob(os.path.join(tempfile.gettempdir(), "ansible_*spec_bench_payload_*")))
+running = sorted(os.path.basename(d)[len("ansible_"):].partition("_payload_")[0].rpartition(".")[2]
+                 for d in glob.glob(os.path.join(tempfile.gettempdir(), "ansible_*_payload_*")))
 print(json.dumps({"sha": sha("/etc/systemd/system/" + unit), "active": show.get("ActiveState", ""),
                   "pid": int(show.get("MainPID") or 0), "guard": os.path.exists(guard),
-                  "health": health(), "now": __import__("time").time(), "bench": bench,
+                  "health": health(), "now": __import__("time").time(), "modules": running,
                   "parked": os.path.exists("/run/llmops-specdec/parked/" + unit + ".json"),
                   "beside": os.path.exists(beside)}))
 """
@@ -97,13 +100,17 @@ def reached(stage, seen, p, prod, fault=None, in_module=False):
         return False
     if stage == "after_reclaim":
         return p["guard"] and p["sha"] == prod and p["active"] != "active"
+    # A frozen controller (or --in-module) must be caught while a module runs on the host: between two tasks
+    # its worker may not exist yet, or not yet have left ansible-playbook's process group.
+    in_module = in_module or fault == "stop"
     if stage == "load":
-        return p["sha"] != prod and p["active"] in ("active", "activating") and p["health"] != 200
+        return p["sha"] != prod and p["active"] in ("active", "activating") and p["health"] != 200 \
+            and (not in_module or "engine_ready" in p["modules"])
     if stage == "bench":
         # A frozen controller must be frozen with spec_bench running, not before it was sent (its next step
         # would be the benchmark), nor after the benchmark (the next step would have started already).
         # --in-module asks the same of any fault (a fault during a long benchmark, not at its start).
-        return p["sha"] != prod and p["health"] == 200 and (p["bench"] or (fault != "stop" and not in_module))
+        return p["sha"] != prod and p["health"] == 200 and (not in_module or "spec_bench" in p["modules"])
     if stage == "rollback":
         return seen.get("candidate") and p["guard"] and p["sha"] == prod and p["health"] != 200
     if stage == "parked":
