@@ -28,7 +28,7 @@ from collections.abc import Mapping
 
 from ansible_collections.llmops.specdec.plugins.module_utils import _engine, _gate, _secrets, _server, _verdict_explain
 
-__all__ = ["FleetError", "count", "probe_target", "guard_plan", "guard", "outcome", "DRAINED", "SERVER_DEFAULTS"]
+__all__ = ["FleetError", "count", "probe_target", "guard_plan", "guard", "outcome", "services", "DRAINED", "SERVER_DEFAULTS"]
 
 DRAINED = "drained in inventory (specdec_in_service: false)"
 # roles/spec_server/defaults/main.yml, for a host the role has not checked yet in this run: another
@@ -149,30 +149,35 @@ def guard_plan(hostvars, hosts, batch, max_out_of_service=None, max_fail_percent
     (``ansible_play_batch``); the rest are the ``specdec_*`` policy variables (None or "" when unset).
     """
     hosts, batch = list(hosts), list(batch)
-    n = len(hosts)
+    service = services(hostvars, hosts)
+    # A serving group is one service (docs/group.md): it counts once, and its head's probe is the group's.
+    n = len(set(service.values()))
     policy = {
         "max_out_of_service": "100%" if _unset(max_out_of_service) else max_out_of_service,
         "max_fail_percentage": max_fail_percentage,
         "max_failed_hosts": None if _unset(max_failed_hosts) else max_failed_hosts,
         "serial": "100%" if _unset(serial) else serial,
     }
-    serial_n = count("specdec_serial", _first_serial(policy["serial"]), n, minimum=1)
+    serial_n = count("specdec_serial", _first_serial(policy["serial"]), len(hosts), minimum=1)  # Ansible's, by host
     limits = {
         "max_out": max(count("specdec_max_out_of_service", policy["max_out_of_service"], n, minimum=1), 1),
-        "max_failed": None if policy["max_failed_hosts"] is None else count("specdec_max_failed_hosts", policy["max_failed_hosts"], n),
+        "max_failed": None if policy["max_failed_hosts"] is None else count("specdec_max_failed_hosts", policy["max_failed_hosts"], len(hosts)),
         "max_fail_pct": _percentage("specdec_max_fail_percentage", max_fail_percentage),
         "first_batch": batch[:1] == hosts[:1],
         # Ansible's first batch (playbook_executor._get_serialized_batches): 0 or less means every host.
-        "expected_batch": n if serial_n <= 0 else min(serial_n, n),
+        "expected_batch": len(hosts) if serial_n <= 0 else min(serial_n, len(hosts)),
     }
     drained, probes = [], {}
     for host in hosts:
         hv = hostvars[host]
         if not _bool("specdec_in_service of %s" % host, hv.get("specdec_in_service"), True):
             drained.append(host)
-        else:
-            check_probe_inputs(host, hv)
-            probes[host] = probe_target(hv)
+    # A group with one node drained is drained whole: it cannot serve without it.
+    drained = [h for h in hosts if service[h] in {service[d] for d in drained}]
+    for host in hosts:
+        if host not in drained and service[host] == host:
+            check_probe_inputs(host, hostvars[host])
+            probes[host] = probe_target(hostvars[host])
     probed = list(probes)
     # Host k of a batch of b probes hosts k, k+b, k+2b...: the batch probes the fleet in about N/b round trips.
     share = {host: probed[k :: len(batch)] for k, host in enumerate(batch)}
@@ -192,7 +197,19 @@ def guard_plan(hostvars, hosts, batch, max_out_of_service=None, max_fail_percent
         "probes": probes,
         "share": share,
         "serial_problem": serial_problem,
+        "service": service,
     }
+
+
+def services(hostvars, hosts):
+    """Each host's service: its serving group's head for a node of a group (``spec_server_nodes``, the head first,
+    when the head is in the play), else the host itself."""
+    out = {}
+    for host in hosts:
+        nodes = hostvars[host].get("spec_server_nodes") or []
+        nodes = list(nodes) if isinstance(nodes, (list, tuple)) else []
+        out[host] = nodes[0] if host in nodes and nodes[0] in hosts else host
+    return out
 
 
 def _why_down(probe):
@@ -234,18 +251,27 @@ def guard(plan, hostvars, alive):
             reason = _why_down(probe)
             if reason is not None:
                 why[probe["item"]] = reason
+    service = plan.get("service") or {host: host for host in hosts}
+    for host in hosts:
+        head = service[host]
+        if host not in why and head in why:
+            why[host] = "its serving group's head %s: %s" % (head, why[head])
     down = {host: why[host] for host in hosts if host in why}
     switch = [host for host in batch if host not in down]
-    out = len(down) + len(switch)
+    out = len({service[host] for host in list(down) + switch})
+    n = len(set(service.values()))
+    unit = "hosts" if n == len(hosts) else "services (a serving group counts once)"
     tried, failed = _failed_hosts(hosts, hostvars, batch, set(alive))
     refused = ""
     if out > limits["max_out"]:
-        refused = "switching %s now would leave %d of %d hosts out of service, more than specdec_max_out_of_service=%s (%d hosts); out of service: %s" % (
+        refused = "switching %s now would leave %d of %d %s out of service, more than specdec_max_out_of_service=%s (%d %s); out of service: %s" % (
             ", ".join(switch) or "no host",
             out,
-            len(hosts),
+            n,
+            unit,
             policy["max_out_of_service"],
             limits["max_out"],
+            unit.split(" ")[0],
             "; ".join("%s: %s" % kv for kv in down.items()) or "none",
         )
     elif (tried and len(failed) * 100.0 / len(tried) > limits["max_fail_pct"]) or (limits["max_failed"] is not None and len(failed) > limits["max_failed"]):
@@ -270,7 +296,7 @@ def guard(plan, hostvars, alive):
         len(down),
         " (%s)" % ", ".join(down) if down else "",
         out,
-        len(hosts),
+        n,
         limits["max_out"],
         len(failed),
         len(tried),

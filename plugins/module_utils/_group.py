@@ -35,7 +35,7 @@ def node(engine, nodes, this, address, port, tp, play_hosts=None):
     the API (vLLM's workers run ``--headless``, SGLang's rank > 0 start no HTTP server). Refused before anything is
     touched: a group of one, a host not in it, a rendezvous that is not a host name or IPv4 address, a port out of
     range, a TP size the nodes cannot split, and (``play_hosts`` given: the play's hosts) a play without every node
-    (a ``--limit``, or an AWX slice, that would act on part of the group).
+    (a ``--limit``, an AWX slice or a ``serial`` batch that would act on part of the group).
     """
     if not nodes:
         return None
@@ -61,24 +61,30 @@ def node(engine, nodes, this, address, port, tp, play_hosts=None):
     if play_hosts is not None:
         missing = [n for n in nodes if n not in play_hosts]
         if missing:
-            raise _gate.GateError("the serving group's nodes %s are not in this play (a --limit or a job slice that "
-                                  "splits the group): a group is deployed and switched whole" % ", ".join(missing))
+            raise _gate.GateError("the serving group's nodes %s are not in this play's batch (a --limit, a job slice or a "
+                                  "serial batch that splits the group): a group is deployed and switched whole" % ", ".join(missing))
     rank = nodes.index(this)
     return {"nodes": nodes, "nnodes": len(nodes), "rank": rank, "head": nodes[0], "is_head": rank == 0,
             "address": address, "port": port,
             "args": _engine.get(engine).group_args(rank, len(nodes), address, port)}
 
 
-def refuse_switch(serving_group):
-    """Refuse to switch one node of a serving group (``node``'s output; None passes), before the host is touched.
+def refuse_switch(serving_group, operation="switch", park=False):
+    """Refuse what a serving group cannot do yet (``node``'s output; None passes), before the host is touched.
 
-    The switch of a whole group (every node locked, stopped, started workers first, one verdict through the head,
-    one rollback) is not built yet; a node switched alone leaves a group whose nodes disagree on the speculative
+    A group switches whole (roles/spec_switch/tasks/group.yml): every node locked, stopped and started on the one
+    candidate, one verdict through the head, one rollback. A sweep or a tune of a group, and parking a group's
+    baseline, are not built: a node switched alone would leave the group's nodes disagreeing on the speculative
     config, which cannot start or, worse, serves from nodes that disagree.
     """
-    if serving_group:
+    if not serving_group:
+        return
+    what = None
+    if operation != "switch":
+        what = "a %s of a serving group is not built yet (a plain switch is)" % operation
+    elif park:
+        what = "parking a serving group's baseline (spec_switch_park) is not built yet"
+    if what:
         raise _gate.GateError(
-            "this host is node %d of a serving group of %d (spec_server_nodes: %s): switching a group is not built "
-            "yet (docs/group.md), and a node switched alone would leave the group's nodes disagreeing on the "
-            "speculative config; nothing was touched" % (serving_group["rank"], serving_group["nnodes"],
-                                                         ", ".join(serving_group["nodes"])))
+            "this host is node %d of a serving group of %d (spec_server_nodes: %s): %s (docs/group.md); nothing "
+            "was touched" % (serving_group["rank"], serving_group["nnodes"], ", ".join(serving_group["nodes"]), what))

@@ -27,7 +27,6 @@ def _choice(field, value, choices):
 def settings(values):
     g = _gate
     v = values
-    _group.refuse_switch(v.get("serving_group"))
 
     def concurrency(field, item):
         return g.integer(field, item, 1, 4096)
@@ -65,6 +64,9 @@ def settings(values):
         "lossless_prompts": g.integer("spec_switch_lossless_prompts", v.get("lossless_prompts", 8), 0, 1000),
         "lossy_sampler": g.boolean("spec_switch_lossy_sampler", v.get("lossy_sampler", False)),
     }
+    _group.refuse_switch(v.get("serving_group"), _choice("operation", v.get("operation", "switch"),
+                                                         ("switch", "sweep", "tune")), out["park"])
+    out["serving_group"] = v.get("serving_group")
     if out["park"]:
         out.update(_park_settings(v))
     # What the prewarm keeps available beside its margin: with parking, the host's headroom and the baseline's

@@ -301,3 +301,39 @@ def test_outcome_fails_failed_candidates_and_spares_drained_and_not_asked_hosts(
     assert _fleet.outcome(hv, HOSTS)["fail"]["flt-2"].startswith("flt-2: FAILED ngram k=3 on all - injected")
     hv["flt-1"] = {"specdec_fleet_state": "switching"}
     assert _fleet.outcome(hv, HOSTS)["lines"]["flt-1"] == "flt-1: SWITCHING - failed before a verdict was recorded, see its error above"
+
+
+def grouped(**per_host):
+    """molecule/fleet's four hosts, flt-1 and flt-2 one serving group (flt-1 its head)."""
+    hv = fleet(**per_host)
+    for host in ("flt-1", "flt-2"):
+        hv[host]["spec_server_nodes"] = ["flt-1", "flt-2"]
+    return hv
+
+
+def test_a_serving_group_is_one_service_probed_through_its_head():
+    """issue 33: the group's worker is not probed (it serves no API); it is out of service when its head is, and the
+    group counts once against specdec_max_out_of_service."""
+    hv = grouped()
+    plan = _fleet.guard_plan(hv, HOSTS, HOSTS, 1, None, None, None)
+    assert plan["service"] == {"flt-1": "flt-1", "flt-2": "flt-1", "flt-3": "flt-3", "flt-4": "flt-4"}
+    assert sorted(plan["probes"]) == ["flt-1", "flt-3", "flt-4"] and plan["limits"]["expected_batch"] == 4
+    g = _fleet.guard(plan, probed(hv, plan, down={"flt-1": CRASHED}), HOSTS)
+    assert g["down"]["flt-2"] == "its serving group's head flt-1: " + CRASHED.split("; see")[0]
+    assert g["states"]["flt-1"] == g["states"]["flt-2"] == "skipped"
+    # three services: the group (down) and two hosts to switch -> 3 out at once, over a limit of 1 service.
+    assert g["out"] == 3 and g["refused"].startswith("switching flt-3, flt-4 now would leave 3 of 3 services (a serving "
+                                                    "group counts once) out of service")
+    # the group alone switching is one service out
+    plan = _fleet.guard_plan(hv, HOSTS, ["flt-1", "flt-2"], 1, None, None, 2)
+    g = _fleet.guard(plan, probed(hv, plan), HOSTS)
+    assert g["refused"] == "" and g["batch"] == ["flt-1", "flt-2"] and g["out"] == 1
+    assert g["lines"][0].startswith("batch flt-1,flt-2: 2 to switch, 0 out of service, 1 out at once of 3 (limit 1)")
+
+
+def test_a_group_with_one_node_drained_is_drained_whole():
+    hv = grouped(flt_2={"specdec_in_service": False})
+    plan = _fleet.guard_plan(hv, HOSTS, HOSTS, "100%", None, None, None)
+    assert plan["drained"] == ["flt-1", "flt-2"] and sorted(plan["probes"]) == ["flt-3", "flt-4"]
+    g = _fleet.guard(plan, probed(hv, plan), HOSTS)
+    assert g["states"] == {"flt-1": "skipped", "flt-2": "skipped", "flt-3": "switching", "flt-4": "switching"}

@@ -103,9 +103,13 @@ def test_a_play_without_every_node_is_refused():
     assert _group.node("vllm", NODES, "gpu-a02", "", None, 2, play_hosts=NODES + ["gpu-b01"])["rank"] == 1
 
 
-def test_a_node_of_a_group_is_not_switched_alone():
-    """spec_switch's gate (_switch.settings) refuses a node of a group; a host alone passes."""
-    _group.refuse_switch(None)
+def test_a_group_is_switched_whole_but_not_swept_tuned_or_parked():
+    """spec_switch's gate (_switch.settings) lets a group switch (group.yml) and refuses what is not built for one."""
     group = _group.node("vllm", NODES, "gpu-a02", "", None, 2)
-    with pytest.raises(_gate.GateError, match=r"node 1 of a serving group of 2 .*nothing was touched"):
-        _group.refuse_switch(group)
+    _group.refuse_switch(None, "sweep", park=True)
+    _group.refuse_switch(group)
+    with pytest.raises(_gate.GateError, match=r"node 1 of a serving group of 2 .*a sweep of a serving group is not "
+                                              r"built yet .*nothing was touched"):
+        _group.refuse_switch(group, "sweep")
+    with pytest.raises(_gate.GateError, match=r"parking a serving group's baseline"):
+        _group.refuse_switch(group, park=True)

@@ -43,12 +43,21 @@ def test_bad_settings_are_refused_naming_the_variable(key, value, match):
     assert match in str(info.value)
 
 
-def test_a_node_of_a_serving_group_is_refused_a_switch_alone():
-    """_group.node's output for a node of a group stops the switch at the gate; a host alone (None) passes."""
+def test_a_serving_group_switches_whole_but_is_refused_a_sweep_a_tune_and_parking():
+    """_group.node's output for a node of a group passes a plain switch (group.yml switches the group whole) and stops
+    a sweep, a tune and a parked switch at the gate; a host alone (None) passes them all."""
     group = _group.node("vllm", ["gpu-a01", "gpu-a02"], "gpu-a01", "", None, 2)
-    with pytest.raises(_gate.GateError, match=r"node 0 of a serving group of 2 \(spec_server_nodes: gpu-a01, gpu-a02\)"):
-        _switch.settings(dict(GOOD, serving_group=group))
-    assert _switch.settings(dict(GOOD, serving_group=None))["suite"] == GOOD["suite"]
+    assert _switch.settings(dict(GOOD, serving_group=group))["serving_group"]["nnodes"] == 2
+    for extra, what in (({"operation": "sweep"}, "a sweep of a serving group"),
+                        ({"operation": "tune"}, "a tune of a serving group"),
+                        ({"park": True, "server_unit": "vllm-server.service", "server_port": "8000"},
+                         "parking a serving group")):
+        with pytest.raises(_gate.GateError, match=r"node 0 of a serving group of 2 \(spec_server_nodes: gpu-a01, "
+                                                  r"gpu-a02\): " + what):
+            _switch.settings(dict(GOOD, serving_group=group, **extra))
+        assert _switch.settings(dict(GOOD, serving_group=None, **extra))["serving_group"] is None
+    with pytest.raises(_gate.GateError, match="operation must be one of switch, sweep, tune"):
+        _switch.settings(dict(GOOD, operation="nightly"))
 
 
 def test_park_settings_default_to_production_port_plus_one_and_its_own_unit():
