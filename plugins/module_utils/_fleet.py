@@ -271,7 +271,7 @@ def guard(plan, hostvars, alive):
             unit,
             policy["max_out_of_service"],
             limits["max_out"],
-            unit.split(" ")[0],
+            unit.split(" ", maxsplit=1)[0],
             "; ".join("%s: %s" % kv for kv in down.items()) or "none",
         )
     elif (tried and len(failed) * 100.0 / len(tried) > limits["max_fail_pct"]) or (limits["max_failed"] is not None and len(failed) > limits["max_failed"]):

@@ -319,11 +319,12 @@ def test_a_serving_group_is_one_service_probed_through_its_head():
     assert plan["service"] == {"flt-1": "flt-1", "flt-2": "flt-1", "flt-3": "flt-3", "flt-4": "flt-4"}
     assert sorted(plan["probes"]) == ["flt-1", "flt-3", "flt-4"] and plan["limits"]["expected_batch"] == 4
     g = _fleet.guard(plan, probed(hv, plan, down={"flt-1": CRASHED}), HOSTS)
-    assert g["down"]["flt-2"] == "its serving group's head flt-1: " + CRASHED.split("; see")[0]
+    assert g["down"]["flt-2"] == "its serving group's head flt-1: " + CRASHED.split("; see", maxsplit=1)[0]
     assert g["states"]["flt-1"] == g["states"]["flt-2"] == "skipped"
     # three services: the group (down) and two hosts to switch -> 3 out at once, over a limit of 1 service.
-    assert g["out"] == 3 and g["refused"].startswith("switching flt-3, flt-4 now would leave 3 of 3 services (a serving "
-                                                    "group counts once) out of service")
+    assert g["out"] == 3
+    assert g["refused"].startswith("switching flt-3, flt-4 now would leave 3 of 3 services (a serving group counts once) "
+                                   "out of service")
     # the group alone switching is one service out
     plan = _fleet.guard_plan(hv, HOSTS, ["flt-1", "flt-2"], 1, None, None, 2)
     g = _fleet.guard(plan, probed(hv, plan), HOSTS)
