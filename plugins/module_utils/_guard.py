@@ -255,7 +255,8 @@ def restore(statefile, state, why, run_command_=run_command, clock=time.time, sl
     unit = state["unit"]
     started = clock()
     boot = why == "boot"
-    fault = state.get("deadline") if not boot else _boot_time()
+    # The fault: the deadline passed, the host booted, or (a following worker) its group broke just now.
+    fault = _boot_time() if boot else (started if why == "group_broke" else state.get("deadline"))
     heartbeat = state.get("renewed_epoch") or state.get("armed_epoch")
     rec = {"host": socket.gethostname(), "unit": unit, "run_id": state.get("run_id"),
            "label": state.get("owner", {}).get("label"), "owner": state.get("owner", {}), "why": why,
@@ -289,6 +290,26 @@ def restore(statefile, state, why, run_command_=run_command, clock=time.time, sl
         log("%s: %s" % (rec["outcome"], reason), 6 if ok else 3)
         return 0 if ok else _guard_state.EXIT_RESTORE_FAILED
 
+    # A serving group's worker in follow mode (docs/group.md) keeps what runs when its group held: its head was
+    # confirmed, and restoring this node alone would split the group. At boot nothing held: it restores.
+    if state.get("follow") and not boot:
+        held, detail = _group_held(state, run_command_)
+        if held:
+            rec.update(at=_guard_state.iso(clock()), outcome=_guard_state.OUTCOME_FOLLOWED, decision="keep",
+                       reason="the controller did not confirm run %s by its deadline, but this node's group held (%s): "
+                              "its head kept the candidate, so this node kept it too" % (state.get("run_id"), detail))
+            _guard_state.append_history(state["history"], rec)
+            if state.get("lock_path"):
+                try:
+                    _lock.release(state["lock_path"], state["run_id"])
+                except OSError as exc:
+                    log("lock %s: %s" % (state["lock_path"], exc), 3)
+            with _lock.flocked(_guard_state.flock_path(statefile)):
+                _files.remove(statefile)
+            log("%s: %s" % (rec["outcome"], rec["reason"]), 6)
+            return 0
+        log("following its group's head, and the group broke (%s): restoring" % detail, 4)
+        rec["follow"] = dict(state["follow"], broke=detail)
     try:
         data, baselines = _verify(state)
     except _guard_state.GuardError as exc:
@@ -340,6 +361,17 @@ def restore(statefile, state, why, run_command_=run_command, clock=time.time, sl
     return finish(ok, reason)
 
 
+def _group_held(state, run_command_):
+    """Whether a following node's group held (``_guard_state.group_held``), from systemd now."""
+    try:
+        shown = _systemd.show(run_command_, state["unit"], ["ActiveState", "MainPID", "NRestarts"])
+    except _systemd.SystemdError as exc:
+        return False, "systemd did not answer: %s" % exc
+    return _guard_state.group_held(state["follow"], {"active_state": shown.get("ActiveState"),
+                                                     "main_pid": shown.get("MainPID"),
+                                                     "n_restarts": shown.get("NRestarts")})
+
+
 def _ready_times(rec, state, fault, now):
     rec["ready_at"] = _guard_state.iso(now)
     if state.get("deadline"):
@@ -374,6 +406,10 @@ def watch(statefile, poll=1.0, run_command_=run_command, clock=time.time, sleep=
             state = _guard_state.read_state(statefile)
             if state is not None and (state.get("phase") == _guard_state.PHASE_RESTORING or clock() >= state["deadline"]):
                 state, claimed = _claim(statefile, "deadline", clock, when_due=True)
+            elif state is not None and state.get("follow") and not _group_held(state, run_command_)[0]:
+                # A following worker whose group broke (its head restored) restores now, not at its deadline:
+                # its restarted engine would only fail the restored head's rendezvous until then.
+                state, claimed = _claim(statefile, "group_broke", clock)
             else:
                 claimed = False
         except _guard_state.GuardError as exc:

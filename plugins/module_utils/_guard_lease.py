@@ -394,6 +394,9 @@ def confirm(statefile, run_id, run_command_, force=False, history=None, unit=Non
         state = _guard_state.read_state(statefile)
         if state is None:
             rec = _guard_state.last_record(history, unit, run_id) if history and run_id else None
+            if rec and rec.get("outcome") == _guard_state.OUTCOME_FOLLOWED:
+                # A following worker whose group held kept the candidate by itself: what the confirm wanted.
+                return {"changed": False, "guard": None, "followed": rec}
             if rec:
                 raise _guard_state.GuardError("the guard already ended run %s: %s at %s (%s); nothing to confirm"
                                               % (run_id, rec.get("outcome"), rec.get("restored_at") or rec.get("at"),

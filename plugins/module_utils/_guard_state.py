@@ -28,6 +28,7 @@ PHASE_ARMED = "armed"
 PHASE_RESTORING = "restoring"
 OUTCOME_RESTORED = "restored_by_guard"
 OUTCOME_FAILED = "guard_restore_failed"
+OUTCOME_FOLLOWED = "kept_with_group"  # a serving group's node whose group held: it kept what runs (follow)
 EXIT_RESTORE_FAILED = 3  # RestartPreventExitStatus of the watcher: a failed restore is not retried
 LOCK_MARGIN = 120.0      # the lock outlives the guard's deadline by this much
 SAFE_UNIT = re.compile(r"^[A-Za-z0-9:_.\-]+\.service$")
@@ -134,7 +135,7 @@ def append_history(path, record):
 
 
 def last_record(history, unit=None, run_id=None, scan_bytes=1 << 20):
-    """The newest guard record (restored_by_guard / guard_restore_failed) in the history, or None."""
+    """The newest guard record (restored_by_guard / guard_restore_failed / kept_with_group) in the history, or None."""
     try:
         with open(history, "rb") as handle:
             handle.seek(0, os.SEEK_END)
@@ -148,7 +149,7 @@ def last_record(history, unit=None, run_id=None, scan_bytes=1 << 20):
             rec = json.loads(line)
         except ValueError:
             continue
-        if not isinstance(rec, dict) or rec.get("outcome") not in (OUTCOME_RESTORED, OUTCOME_FAILED):
+        if not isinstance(rec, dict) or rec.get("outcome") not in (OUTCOME_RESTORED, OUTCOME_FAILED, OUTCOME_FOLLOWED):
             continue
         if (unit is None or rec.get("unit") == unit) and (run_id is None or rec.get("run_id") == run_id):
             return rec
@@ -193,3 +194,47 @@ def renew(statefile, run_id, ttl, clock=time.time):
                      renewed_epoch=round(now, 3), renewals=state.get("renewals", 0) + 1)
         write_state(statefile, state)
     return dict(state, lock_renewed=renew_lock(state, float(ttl)))
+
+
+def follow(statefile, run_id, ttl, unit_state, clock=time.time):
+    """Put a serving group's worker node in follow mode (docs/group.md): at its deadline, now + ``ttl``, its guard
+    restores only when its group broke since now, that is when ``unit_state`` (the unit's ``MainPID`` and
+    ``NRestarts`` now, its engine joined to the head's) no longer holds; else it keeps what runs, as the head did.
+
+    The controller sets it on every worker before it confirms the head, so whatever dies when, the workers end on
+    the side the head ends on: a head restored by its own guard stops its engine, which takes the workers' engines
+    down (the group breaks), and a confirmed head keeps them joined. Raises GuardError as :func:`renew` does.
+    """
+    now = clock()
+    main_pid, restarts = int(unit_state["main_pid"]), int(unit_state["n_restarts"])
+    if main_pid <= 0:
+        raise GuardError("%s has no main process: its group is not serving, nothing to follow" % unit_state.get("unit"))
+    with _lock.flocked(flock_path(statefile)):
+        state = read_state(statefile)
+        if state is None:
+            raise GuardError("no guard is armed at %s: it was confirmed, or it restored the previous "
+                             "configuration (see the host's history)" % statefile)
+        if state.get("run_id") != run_id:
+            raise GuardError("the guard at %s belongs to run %s, not %s" % (statefile, state.get("run_id"), run_id),
+                             state=state)
+        if state.get("phase") != PHASE_ARMED:
+            raise GuardError("the guard at %s is %s since %s: too late to follow its group's head"
+                             % (statefile, state.get("phase"), state.get("restoring_since")), state=state)
+        deadline = round(now + float(ttl), 3)
+        state.update(deadline=deadline, deadline_at=iso(deadline), renewed_at=iso(now), renewed_epoch=round(now, 3),
+                     follow={"main_pid": main_pid, "n_restarts": restarts, "since": iso(now)})
+        write_state(statefile, state)
+    return dict(state, lock_renewed=renew_lock(state, float(ttl)))
+
+
+def group_held(follow_state, unit_state):
+    """Whether a following node's group held since it began to follow: its unit still active under the same main
+    process, never restarted. ``(held, why)``."""
+    if unit_state.get("active_state") != "active":
+        return False, "the unit is %s" % (unit_state.get("active_state") or "unknown")
+    if int(unit_state.get("main_pid") or 0) != follow_state["main_pid"]:
+        return False, "its main process changed (%s, then %s)" % (follow_state["main_pid"], unit_state.get("main_pid"))
+    if int(unit_state.get("n_restarts") or 0) != follow_state["n_restarts"]:
+        return False, "systemd restarted it (%s restarts, then %s)" % (follow_state["n_restarts"],
+                                                                      unit_state.get("n_restarts"))
+    return True, "its engine has run joined to the head since %s" % follow_state["since"]

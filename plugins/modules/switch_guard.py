@@ -57,13 +57,18 @@ options:
     description:
       - C(armed) arms (or, with the same O(run_id), re-arms) the guard. C(renewed) moves the deadline to
         now + O(ttl). C(confirmed) disarms it. C(status) only reads.
+      - C(following), for a worker node of a serving group before its head is confirmed, moves the deadline to
+        now + O(ttl) and records the unit's main PID and restart count. At that deadline the guard keeps what runs
+        when the unit still runs under the same main process, never restarted (its engine stayed joined to a head
+        that was confirmed), and restores otherwise (the head was restored, which took the group down). At boot it
+        restores.
       - C(renewed) fails when the guard belongs to another run, was confirmed, or is restoring or restored.
       - C(confirmed) fails when the guard already restored the previous configuration for this run, or is
         restoring it. The result then has RV(restored) and RV(last_record), so the play can skip its own
         rollback.
     type: str
     required: true
-    choices: [armed, renewed, confirmed, status]
+    choices: [armed, renewed, following, confirmed, status]
   unit:
     description:
       - The service unit under switch, for example C(vllm-server.service). Templates and instances
@@ -72,8 +77,8 @@ options:
     required: true
   run_id:
     description:
-      - The run's id. The lock must be taken with the same id. Required for C(armed), C(renewed) and,
-        unless O(force=true), C(confirmed).
+      - The run's id. The lock must be taken with the same id. Required for C(armed), C(renewed), C(following)
+        and, unless O(force=true), C(confirmed).
     type: str
   state_dir:
     description:
@@ -327,6 +332,13 @@ EXAMPLES = r"""
     run_id: "{{ switch_run_id }}"
     ttl: 2100
 
+- name: On a serving group's worker node, follow the head before the head is confirmed
+  llmops.specdec.switch_guard:
+    state: following
+    unit: vllm-server.service
+    run_id: "{{ switch_run_id }}"
+    ttl: 300
+
 - name: Confirm once the kept candidate is the baseline (or the rollback is healthy)
   llmops.specdec.switch_guard:
     state: confirmed
@@ -398,8 +410,9 @@ library:
   returned: when O(state=armed)
   type: dict
 last_record:
-  description: The newest guard record (C(restored_by_guard) or C(guard_restore_failed)) for O(unit) in the
-    history, with C(why), C(deadline), C(fault_at), C(restored_at), C(ready_at), C(seconds_deadline_to_ready).
+  description: The newest guard record (C(restored_by_guard), C(guard_restore_failed), or C(kept_with_group) for a
+    serving group's worker that followed its confirmed head) for O(unit) in the history, with C(why), C(deadline),
+    C(fault_at), C(restored_at), C(ready_at), C(seconds_deadline_to_ready).
   returned: always
   type: dict
 lock_renewed:
@@ -417,7 +430,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _engine, _guard_lease, _guard_state
+from ansible_collections.llmops.specdec.plugins.module_utils import _engine, _guard_lease, _guard_state, _systemd
 
 OWNER_OPTIONS = dict(controller=dict(type="str"), user=dict(type="str"), pid=dict(type="int"),
                      awx_job_id=dict(type="str"), label=dict(type="str"))
@@ -436,13 +449,14 @@ def _view(statefile, state, history, unit, run_id):
     return {"statefile": statefile, "guard": state, "armed": bool(state) and state.get("phase") == _guard_state.PHASE_ARMED,
             "deadline": deadline, "deadline_at": _guard_state.iso(deadline) if deadline else None,
             "remaining": round(deadline - time.time(), 1) if deadline else None,
-            "last_record": rec, "restored": bool(rec and run_id and rec.get("run_id") == run_id)}
+            "last_record": rec, "restored": bool(rec and run_id and rec.get("run_id") == run_id
+                                                 and rec.get("outcome") != _guard_state.OUTCOME_FOLLOWED)}
 
 
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            state=dict(type="str", required=True, choices=["armed", "renewed", "confirmed", "status"]),
+            state=dict(type="str", required=True, choices=["armed", "renewed", "following", "confirmed", "status"]),
             unit=dict(type="str", required=True),
             run_id=dict(type="str"),
             state_dir=dict(type="path", default="/var/lib/llmops-specdec"),
@@ -472,7 +486,7 @@ def main():
                 env_file=dict(type="path"), wake_timeout=dict(type="float", default=300))),
         ),
         required_if=[("state", "armed", ("run_id", "unit_path", "snapshot")),
-                     ("state", "renewed", ("run_id",))],
+                     ("state", "renewed", ("run_id",)), ("state", "following", ("run_id",))],
         supports_check_mode=True,
     )
     p = dict(module.params)
@@ -483,7 +497,7 @@ def main():
         statefile = _guard_state.state_path(p["state_dir"], unit)
         before = _guard_state.read_state(statefile)
         extra = {}
-        if state in ("armed", "renewed") and p["ttl"] <= 0:
+        if state in ("armed", "renewed", "following") and p["ttl"] <= 0:
             module.fail_json(msg="ttl must be > 0, got %s; nothing was changed" % p["ttl"])
         if state == "confirmed" and not run_id and not p["force"]:
             module.fail_json(msg="state=confirmed needs run_id (or force=true to disarm any run's guard)")
@@ -513,6 +527,19 @@ def main():
                                            after.get("python") or p["python"], after["timings"]["poll"], run_id,
                                            module.get_bin_path("systemd-run", required=True))
             msg = "guard for %s renewed until %s" % (unit, after["deadline_at"])
+        elif state == "following":
+            if module.check_mode:
+                after, changed = before, True
+                if not before or before.get("run_id") != run_id or before.get("phase") != _guard_state.PHASE_ARMED:
+                    raise _guard_state.GuardError("no guard of run %s is armed for %s (%s)"
+                                                  % (run_id, unit, _guard_state.summary(before) or "none"), state=before)
+            else:
+                shown = _systemd.show(module.run_command, unit, ["MainPID", "NRestarts"])
+                after = _guard_state.follow(statefile, run_id, p["ttl"], {
+                    "unit": unit, "main_pid": shown.get("MainPID") or 0, "n_restarts": shown.get("NRestarts") or 0})
+                after.pop("lock_renewed")
+                changed = True
+            msg = "guard for %s follows its group's head until %s" % (unit, after["deadline_at"])
         elif state == "confirmed":
             res = _guard_lease.confirm(statefile, run_id, module.run_command, force=p["force"], history=p["history"],
                                        unit=unit, check_mode=module.check_mode)
@@ -537,7 +564,7 @@ def main():
         if exc.record:
             view.update(last_record=exc.record, restored=True)
         module.fail_json(msg=exc.msg, **view)
-    except OSError as exc:
+    except (OSError, _systemd.SystemdError) as exc:
         module.fail_json(msg="switch_guard %s for %s: %s" % (state, unit, exc))
     result = _view(statefile, after, p["history"], unit, run_id)
     result.update(extra, changed=changed, msg=msg)

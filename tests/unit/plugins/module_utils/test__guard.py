@@ -263,3 +263,82 @@ def test_guard_restarts_a_parked_baseline_whose_wake_up_fails(gpus, sd, tmp_path
     assert new_pid != sw.prod_pid and health(sw.port) == 200
     with open(sw.unit_path, "rb") as handle:
         assert handle.read() == sw.prod_bytes
+
+
+def _follow(sw, sd, ttl):
+    """The controller's `switch_guard state=following` on a serving group's worker (docs/group.md)."""
+    return _guard_state.follow(sw.statefile, RUN, ttl, {"unit": UNIT, "main_pid": sd.prop(UNIT, "MainPID"),
+                                                       "n_restarts": sd.prop(UNIT, "NRestarts")})
+
+
+def test_a_following_worker_whose_group_held_keeps_the_candidate(gpus, sd, tmp_path):
+    """Issue 33: the head was confirmed and the controller died before the worker's confirm. At the worker's
+    deadline its engine still runs under the same main process: it keeps the candidate, as the head did."""
+    sw = Switch(tmp_path, sd)
+    sw.arm(ttl=8)
+    candidate = sw.install_candidate()
+    state = _follow(sw, sd, 1)
+    assert state["follow"]["main_pid"] == candidate and state["phase"] == "armed"
+    rec = sw.wait_record()
+    assert rec["outcome"] == "kept_with_group" and rec["decision"] == "keep", rec
+    assert "group held" in rec["reason"] and rec["restored_at"] is None
+    assert alive(candidate) and int(sd.prop(UNIT, "MainPID")) == candidate
+    with open(sw.unit_path, "rb") as handle:
+        assert handle.read() != sw.prod_bytes   # the candidate's unit stays
+    assert not os.path.exists(sw.lock) and not os.path.exists(sw.statefile)
+    wait_until(lambda: sw.watcher() is None, "the watcher exits 0")
+    # A controller that confirms late finds what it wanted: the candidate kept, not a restore.
+    late = _guard_lease.confirm(sw.statefile, RUN, sd.run_command, history=sw.history, unit=UNIT)
+    assert late["changed"] is False and late["followed"]["outcome"] == "kept_with_group"
+
+
+def test_a_following_worker_whose_group_broke_restores(gpus, sd, tmp_path):
+    """The head's guard restored it, which took the group down: the worker's engine exited. At the worker's
+    deadline the group did not hold, so it restores the previous unit, and the group ends on the baseline."""
+    sw = Switch(tmp_path, sd)
+    sw.arm(ttl=8)
+    candidate = sw.install_candidate()
+    _follow(sw, sd, 2)
+    os.kill(candidate, 9)   # its head went away: NCCL errors end the worker's engine
+    wait_gone(candidate)
+    rec = sw.wait_record()
+    assert rec["outcome"] == "restored_by_guard" and rec["follow"]["broke"], rec
+    assert rec["follow"]["main_pid"] == candidate
+    with open(sw.unit_path, "rb") as handle:
+        assert handle.read() == sw.prod_bytes
+    assert health(sw.port) == 200
+
+
+def test_follow_is_refused_without_a_main_process_or_for_another_run(gpus, sd, tmp_path):
+    sw = Switch(tmp_path, sd)
+    sw.arm(ttl=8)
+    with pytest.raises(_guard_state.GuardError, match="has no main process"):
+        _guard_state.follow(sw.statefile, RUN, 5, {"unit": UNIT, "main_pid": "0", "n_restarts": "0"})
+    with pytest.raises(_guard_state.GuardError, match="belongs to run"):
+        _guard_state.follow(sw.statefile, "someone-else", 5, {"unit": UNIT, "main_pid": "42", "n_restarts": "0"})
+    assert "follow" not in _guard_state.read_state(sw.statefile)
+    _guard_lease.confirm(sw.statefile, RUN, sd.run_command, history=sw.history, unit=UNIT)
+
+
+def test_group_held_reads_active_state_main_pid_and_restarts():
+    follow = {"main_pid": 42, "n_restarts": 1, "since": "t"}
+    assert _guard_state.group_held(follow, {"active_state": "active", "main_pid": "42", "n_restarts": "1"})[0]
+    for changed, why in (({"active_state": "activating"}, "the unit is activating"),
+                         ({"main_pid": "43"}, "main process changed"),
+                         ({"n_restarts": "2"}, "systemd restarted it")):
+        held, detail = _guard_state.group_held(follow, dict({"active_state": "active", "main_pid": "42",
+                                                             "n_restarts": "1"}, **changed))
+        assert not held and why in detail
+
+
+def test_a_following_worker_restores_as_soon_as_its_group_breaks(gpus, sd, tmp_path):
+    """Its deadline is far (the head's restore plus the grace), but once the engine went down with its head the
+    watcher restores at its next poll, before the restarted engine can fail the restored head's rendezvous."""
+    sw = Switch(tmp_path, sd)
+    sw.arm(ttl=8)
+    candidate = sw.install_candidate()
+    _follow(sw, sd, 300)
+    os.kill(candidate, 9)
+    rec = sw.wait_record(deadline_s=60)
+    assert rec["outcome"] == "restored_by_guard" and rec["why"] == "group_broke" and rec["follow"]["broke"], rec
+    assert health(sw.port) == 200
