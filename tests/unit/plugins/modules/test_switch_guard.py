@@ -141,3 +141,27 @@ def test_arm_refuses_a_missing_snapshot_and_bad_options(host, sd):
     bad = run_module(switch_guard.main, dict(arm_args(host), unit="vllm@0.service"), FailJson)
     assert "plain service units" in bad["msg"]
     assert run_module(switch_guard.main, guard(host, state="status"), ExitJson)["armed"] is False
+
+
+def test_following_records_the_running_unit_and_is_refused_without_one(host, sd):
+    """state=following (a serving group's worker, docs/group.md): the deadline moves and the unit's main PID and
+    restart count are recorded; refused for a unit that runs nothing, for another run, and in check mode it only
+    says whether it would."""
+    run_module(switch_lock.main, {"path": host["lock"], "run_id": RUN, "ttl": 300})
+    run_module(switch_guard.main, arm_args(host))
+    stopped = run_module(switch_guard.main, guard(host, state="following", run_id=RUN, ttl=300), FailJson)
+    assert "has no main process" in stopped["msg"] and "follow" not in stopped["guard"]
+    sd.write_unit(UNIT, ["/bin/sleep", "600"])
+    sd.systemctl("daemon-reload")
+    assert sd.systemctl("start", UNIT)[0] == 0
+    pid = int(sd.prop(UNIT, "MainPID"))
+    check = run_module(switch_guard.main, guard(host, state="following", run_id=RUN, ttl=300, _ansible_check_mode=True))
+    assert check["changed"] and "follow" not in _guard_state.read_state(host["statefile"])
+    wrong = run_module(switch_guard.main, guard(host, state="following", run_id="someone", ttl=300), FailJson)
+    assert "belongs to run %s" % RUN in wrong["msg"]
+    follows = run_module(switch_guard.main, guard(host, state="following", run_id=RUN, ttl=300))
+    assert follows["changed"] and follows["guard"]["follow"]["main_pid"] == pid and 290 < follows["remaining"] <= 300
+    assert follows["msg"].startswith("guard for %s follows its group's head until" % UNIT)
+    done = run_module(switch_guard.main, guard(host, state="confirmed", run_id=RUN))
+    assert done["changed"] and not os.path.exists(host["statefile"])
+    sd.systemctl("stop", UNIT)
