@@ -108,6 +108,10 @@ def main():
         return 1
     out["killed"] = fault.kill_run(play.pid, control_dir)
     out["killed_at"] = time.time()
+    with open(args.log, errors="replace") as handle:
+        seen = handle.read()
+    # group.yml says the group's verdict on the head before anything is confirmed.
+    out["verdict_keep"] = "serving group %s: keep - " % nodes[0][0] in seen
     play.wait()
     out["at_kill"] = {name: probe(args, address) for name, address in nodes}
     # Every node's guard ends (confirmed, kept with its group, or restored), then the head answers.
