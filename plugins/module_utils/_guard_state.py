@@ -192,6 +192,9 @@ def renew(statefile, run_id, ttl, clock=time.time):
         deadline = round(now + float(ttl), 3)
         state.update(deadline=deadline, deadline_at=iso(deadline), renewed_at=iso(now),
                      renewed_epoch=round(now, 3), renewals=state.get("renewals", 0) + 1)
+        # A renewal puts the controller in charge again: a following worker (follow) stops following, so that the
+        # controller's own rollback of it is not raced by the watcher seeing its stop as a broken group.
+        state.pop("follow", None)
         write_state(statefile, state)
     return dict(state, lock_renewed=renew_lock(state, float(ttl)))
 

@@ -309,7 +309,7 @@ def test_a_following_worker_whose_group_broke_restores(gpus, sd, tmp_path):
     assert health(sw.port) == 200
 
 
-def test_follow_is_refused_without_a_main_process_or_for_another_run(gpus, sd, tmp_path):
+def test_follow_is_refused_without_a_main_process_or_for_another_run_and_a_renewal_ends_it(gpus, sd, tmp_path):
     sw = Switch(tmp_path, sd)
     sw.arm(ttl=8)
     with pytest.raises(_guard_state.GuardError, match="has no main process"):
@@ -317,6 +317,15 @@ def test_follow_is_refused_without_a_main_process_or_for_another_run(gpus, sd, t
     with pytest.raises(_guard_state.GuardError, match="belongs to run"):
         _guard_state.follow(sw.statefile, "someone-else", 5, {"unit": UNIT, "main_pid": "42", "n_restarts": "0"})
     assert "follow" not in _guard_state.read_state(sw.statefile)
+    candidate = sw.install_candidate()
+    _follow(sw, sd, 5)
+    # The controller renews (its rollback's restore does first): it is in charge again, and the stop that follows
+    # is not a broken group to the watcher.
+    assert "follow" not in _guard_state.renew(sw.statefile, RUN, 5)
+    sd.systemctl("stop", UNIT)
+    wait_gone(candidate)
+    time.sleep(2)  # two polls of the watcher
+    assert sw.records() == [] and _guard_state.read_state(sw.statefile)["phase"] == "armed"
     _guard_lease.confirm(sw.statefile, RUN, sd.run_command, history=sw.history, unit=UNIT)
 
 
