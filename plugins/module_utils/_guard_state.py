@@ -238,6 +238,6 @@ def group_held(follow_state, unit_state):
     if int(unit_state.get("main_pid") or 0) != follow_state["main_pid"]:
         return False, "its main process changed (%s, then %s)" % (follow_state["main_pid"], unit_state.get("main_pid"))
     if int(unit_state.get("n_restarts") or 0) != follow_state["n_restarts"]:
-        return False, "systemd restarted it (%s restarts, then %s)" % (follow_state["n_restarts"],
-                                                                      unit_state.get("n_restarts"))
+        return False, "systemd restarted it (%s restarts, then %s)" % (
+            follow_state["n_restarts"], unit_state.get("n_restarts"))
     return True, "its engine has run joined to the head since %s" % follow_state["since"]

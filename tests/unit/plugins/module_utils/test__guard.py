@@ -267,8 +267,8 @@ def test_guard_restarts_a_parked_baseline_whose_wake_up_fails(gpus, sd, tmp_path
 
 def _follow(sw, sd, ttl):
     """The controller's `switch_guard state=following` on a serving group's worker (docs/group.md)."""
-    return _guard_state.follow(sw.statefile, RUN, ttl, {"unit": UNIT, "main_pid": sd.prop(UNIT, "MainPID"),
-                                                       "n_restarts": sd.prop(UNIT, "NRestarts")})
+    unit_state = {"unit": UNIT, "main_pid": sd.prop(UNIT, "MainPID"), "n_restarts": sd.prop(UNIT, "NRestarts")}
+    return _guard_state.follow(sw.statefile, RUN, ttl, unit_state)
 
 
 def test_a_following_worker_whose_group_held_keeps_the_candidate(gpus, sd, tmp_path):
