@@ -268,10 +268,10 @@ def restore(statefile, state, why, run_command_=run_command, clock=time.time, sl
     log("restoring %s for run %s (why: %s, deadline %s, last heartbeat %s)"
         % (unit, state.get("run_id"), why, state.get("deadline_at"), _guard_state.iso(heartbeat)))
 
-    def finish(ok, reason):
+    def finish(ok, reason, outcome=None):
         now = clock()
-        rec.update(at=_guard_state.iso(now), outcome=_guard_state.OUTCOME_RESTORED if ok else _guard_state.OUTCOME_FAILED, reason=reason,
-                   seconds_total=round(now - started, 3))
+        outcome = outcome or (_guard_state.OUTCOME_RESTORED if ok else _guard_state.OUTCOME_FAILED)
+        rec.update(at=_guard_state.iso(now), outcome=outcome, reason=reason, seconds_total=round(now - started, 3))
         try:
             _guard_state.append_history(state["history"], rec)
         except OSError as exc:
@@ -295,19 +295,10 @@ def restore(statefile, state, why, run_command_=run_command, clock=time.time, sl
     if state.get("follow") and not boot:
         held, detail = _group_held(state, run_command_)
         if held:
-            rec.update(at=_guard_state.iso(clock()), outcome=_guard_state.OUTCOME_FOLLOWED, decision="keep",
-                       reason="the controller did not confirm run %s by its deadline, but this node's group held (%s): "
-                              "its head kept the candidate, so this node kept it too" % (state.get("run_id"), detail))
-            _guard_state.append_history(state["history"], rec)
-            if state.get("lock_path"):
-                try:
-                    _lock.release(state["lock_path"], state["run_id"])
-                except OSError as exc:
-                    log("lock %s: %s" % (state["lock_path"], exc), 3)
-            with _lock.flocked(_guard_state.flock_path(statefile)):
-                _files.remove(statefile)
-            log("%s: %s" % (rec["outcome"], rec["reason"]), 6)
-            return 0
+            rec["decision"] = "keep"
+            return finish(True, "the controller did not confirm run %s by its deadline, but this node's group held "
+                                "(%s): its head kept the candidate, so this node kept it too" % (state.get("run_id"), detail),
+                          _guard_state.OUTCOME_FOLLOWED)
         log("following its group's head, and the group broke (%s): restoring" % detail, 4)
         rec["follow"] = dict(state["follow"], broke=detail)
     try:

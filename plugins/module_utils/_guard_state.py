@@ -169,12 +169,12 @@ def renew_lock(state, ttl):
     return True
 
 
-def renew(statefile, run_id, ttl, clock=time.time):
+def renew(statefile, run_id, ttl, clock=time.time, follow=None):
     """Extend the guard's deadline to now + ``ttl`` seconds (and the lock's, when this run holds it).
 
     Tiny and stdlib on purpose: modules that wait on the host (engine_ready, spec_bench) can call it
     between their polls. Returns the new state (plus ``lock_renewed``). Raises GuardError when no guard
-    is armed, another run armed it, or it is already restoring.
+    is armed, another run armed it, or it is already restoring. ``follow``: see :func:`follow`.
     """
     now = clock()
     with _lock.flocked(flock_path(statefile)):
@@ -192,9 +192,12 @@ def renew(statefile, run_id, ttl, clock=time.time):
         deadline = round(now + float(ttl), 3)
         state.update(deadline=deadline, deadline_at=iso(deadline), renewed_at=iso(now),
                      renewed_epoch=round(now, 3), renewals=state.get("renewals", 0) + 1)
-        # A renewal puts the controller in charge again: a following worker (follow) stops following, so that the
+        # A plain renewal puts the controller in charge again: a following worker stops following, so that the
         # controller's own rollback of it is not raced by the watcher seeing its stop as a broken group.
-        state.pop("follow", None)
+        if follow:
+            state["follow"] = dict(follow, since=iso(now))
+        else:
+            state.pop("follow", None)
         write_state(statefile, state)
     return dict(state, lock_renewed=renew_lock(state, float(ttl)))
 
@@ -206,28 +209,13 @@ def follow(statefile, run_id, ttl, unit_state, clock=time.time):
 
     The controller sets it on every worker before it confirms the head, so whatever dies when, the workers end on
     the side the head ends on: a head restored by its own guard stops its engine, which takes the workers' engines
-    down (the group breaks), and a confirmed head keeps them joined. Raises GuardError as :func:`renew` does.
+    down (the group breaks), and a confirmed head keeps them joined. A renewal of an armed guard with the follow
+    recorded; raises GuardError as :func:`renew` does.
     """
-    now = clock()
     main_pid, restarts = int(unit_state["main_pid"]), int(unit_state["n_restarts"])
     if main_pid <= 0:
         raise GuardError("%s has no main process: its group is not serving, nothing to follow" % unit_state.get("unit"))
-    with _lock.flocked(flock_path(statefile)):
-        state = read_state(statefile)
-        if state is None:
-            raise GuardError("no guard is armed at %s: it was confirmed, or it restored the previous "
-                             "configuration (see the host's history)" % statefile)
-        if state.get("run_id") != run_id:
-            raise GuardError("the guard at %s belongs to run %s, not %s" % (statefile, state.get("run_id"), run_id),
-                             state=state)
-        if state.get("phase") != PHASE_ARMED:
-            raise GuardError("the guard at %s is %s since %s: too late to follow its group's head"
-                             % (statefile, state.get("phase"), state.get("restoring_since")), state=state)
-        deadline = round(now + float(ttl), 3)
-        state.update(deadline=deadline, deadline_at=iso(deadline), renewed_at=iso(now), renewed_epoch=round(now, 3),
-                     follow={"main_pid": main_pid, "n_restarts": restarts, "since": iso(now)})
-        write_state(statefile, state)
-    return dict(state, lock_renewed=renew_lock(state, float(ttl)))
+    return renew(statefile, run_id, ttl, clock, follow={"main_pid": main_pid, "n_restarts": restarts})
 
 
 def group_held(follow_state, unit_state):
