@@ -318,10 +318,10 @@ def run_case(root, args, host, case, log_path):
                 break
         time.sleep(0.005)
     if trigger_at is None:
-        out["error"] = "event %s #%d not seen (playbook rc %s; events seen %s)" % (event, nth, play.poll(), seen)
-        os.killpg(play.pid, signal.SIGKILL)
-        play.wait()
+        end(play)
         monitor.kill()
+        out["error"] = "event %s #%d not seen (playbook rc %s; events seen %s)" % (event, nth, play.returncode, seen)
+        out["play_tail"] = play_tail(log_path)
         return out
     out["reached"] = True
     last = samples[-1] if samples else None
@@ -342,8 +342,7 @@ def run_case(root, args, host, case, log_path):
     try:
         play.wait(timeout=5)
     except subprocess.TimeoutExpired:
-        os.killpg(play.pid, signal.SIGKILL)
-        play.wait()
+        end(play)
     if out["crash"] is None:
         out["error"] = "crash failed: " + err
         return out
@@ -358,7 +357,29 @@ def run_case(root, args, host, case, log_path):
     out["seconds_boot_to_serving"] = round(time.time() - t0, 2)
     out["after"] = after
     out["ok"], out["why"] = judge(out, after, prod, seen, last, first["history_lines"])
+    if not out["ok"]:
+        out["play_tail"] = play_tail(log_path)
     return out
+
+
+def end(play):
+    """Kill what is left of a case's playbook (its own session); it may have ended already."""
+    try:
+        os.killpg(play.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    play.wait()
+
+
+def play_tail(log_path, lines=12):
+    """The playbook's last lines that say why it ended: what a case that did not reach its event needs."""
+    try:
+        with open(log_path, errors="replace") as log:
+            text = log.read().splitlines()
+    except OSError:
+        return []
+    said = [line for line in text if line.startswith(("fatal:", "failed:", "ERROR", "TASK [", "PLAY RECAP")) or "msg" in line]
+    return [line[:600] for line in said[-lines:]]
 
 
 def judge(case, after, prod, seen, last, lines_before):
@@ -450,7 +471,9 @@ def main():
         "final_switches_ok": sum(bool(f and f["rc"] == 0 and f["serving"]) for f in finals),
         "seconds": round(time.time() - t0, 1),
     }
-    print(json.dumps({"summary": summary, "cases": results, "finals": finals}))
+    keys = ("case", "host", "event", "nth", "delay", "error", "why", "stage_at_kill", "seconds_boot_to_serving", "play_tail")
+    failed = [{k: r[k] for k in keys if k in r} for r in results if not r.get("ok")]
+    print(json.dumps({"summary": summary, "failed": failed, "cases": results, "finals": finals}))
     return 0 if summary["ok"] == len(cases) and summary["final_switches_ok"] == len(hosts) else 1
 
 
