@@ -16,7 +16,7 @@ UTC = datetime.timezone.utc
 
 @pytest.fixture(scope="module")
 def nightly(controller_config):
-    (schedule,) = controller_config["controller_schedules"]
+    (schedule,) = [s for s in controller_config["controller_schedules"] if s["unified_job_template"].endswith(" nightly")]
     return schedule
 
 
