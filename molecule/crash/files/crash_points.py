@@ -257,6 +257,23 @@ def events(prev, s, prod, seen):
     return out
 
 
+def quiet(state):
+    """Serving, with no switch lock held and no guard armed: where a case must start."""
+    return bool(state and state["completion"]["ok"] and not state["lock"] and not state["guard_state"]["present"])
+
+
+def settled(host, timeout=60):
+    """The host's state once it is quiet (or after ``timeout``), and the seconds that took. A case's kill leaves
+    the host booted and serving; only a playbook that ended on its own can leave a lock or a guard behind, which
+    the guard releases at its deadline."""
+    t0 = time.time()
+    state = check(host)
+    while not quiet(state) and time.time() - t0 < timeout:
+        time.sleep(1)
+        state = check(host)
+    return state, round(time.time() - t0, 1)
+
+
 def crash(root, host):
     t = time.time()
     out = subprocess.run([os.path.join(root, "tests/mockgpu/host/crash"), host["name"]], capture_output=True,
@@ -266,17 +283,29 @@ def crash(root, host):
 
 
 def run_case(root, args, host, case, log_path):
+    monitors = []
+    try:
+        return _run_case(root, args, host, case, log_path, monitors)
+    finally:
+        for monitor in monitors:  # its SSH session ends with the host's crash, or here
+            monitor.kill()
+            monitor.wait()
+
+
+def _run_case(root, args, host, case, log_path, monitors):
     event, nth, delay = case
     out = {"host": host["name"], "engine": host["engine"], "event": event, "nth": nth, "delay": delay,
            "reached": False}
-    first = check(host)
-    if first is None or not first["completion"]["ok"]:
-        out["error"] = "the host does not serve before the switch: %s" % first
+    first, out["seconds_to_settle"] = settled(host)
+    if not quiet(first):
+        # What an earlier case left (it fails there too): say so here rather than run a switch into it.
+        out["error"] = "the host is not serving and idle before the switch (no lock, no guard armed): %s" % first
         return out
     prod = first["sha"]
     out["prod_sha"] = prod
     monitor = subprocess.Popen(ssh_argv(host, ["python3", "-c", MONITOR, host["unit"], str(host["port"])]),
                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1)
+    monitors.append(monitor)
     samples = []
     reader_done = threading.Event()
 
@@ -319,7 +348,6 @@ def run_case(root, args, host, case, log_path):
         time.sleep(0.005)
     if trigger_at is None:
         end(play)
-        monitor.kill()
         out["error"] = "event %s #%d not seen (playbook rc %s; events seen %s)" % (event, nth, play.returncode, seen)
         out["play_tail"] = play_tail(log_path)
         return out
@@ -359,6 +387,7 @@ def run_case(root, args, host, case, log_path):
     out["ok"], out["why"] = judge(out, after, prod, seen, last, first["history_lines"])
     if not out["ok"]:
         out["play_tail"] = play_tail(log_path)
+        out["journal"] = journal(host)
     return out
 
 
@@ -369,6 +398,14 @@ def end(play):
     except ProcessLookupError:
         pass
     play.wait()
+
+
+def journal(host, lines=25):
+    """This boot's journal of the unit and of the guard's boot unit: what a failed case needs to be read."""
+    stem = host["unit"][:-len(".service")]
+    done = ssh(host, ["journalctl", "-b", "--no-pager", "-o", "short-monotonic", "-n", str(lines),
+                      "-u", host["unit"], "-u", "llmops-specdec-guard-boot@%s.service" % stem])
+    return done.stdout.splitlines()[-lines:] if done is not None else ["(journalctl did not answer)"]
 
 
 def play_tail(log_path, lines=12):
@@ -471,7 +508,8 @@ def main():
         "final_switches_ok": sum(bool(f and f["rc"] == 0 and f["serving"]) for f in finals),
         "seconds": round(time.time() - t0, 1),
     }
-    keys = ("case", "host", "event", "nth", "delay", "error", "why", "stage_at_kill", "seconds_boot_to_serving", "play_tail")
+    keys = ("case", "host", "event", "nth", "delay", "error", "why", "stage_at_kill", "seconds_to_settle", "seconds_boot_to_serving",
+            "play_tail", "journal")
     failed = [{k: r[k] for k in keys if k in r} for r in results if not r.get("ok")]
     print(json.dumps({"summary": summary, "failed": failed, "cases": results, "finals": finals}))
     return 0 if summary["ok"] == len(cases) and summary["final_switches_ok"] == len(hosts) else 1
