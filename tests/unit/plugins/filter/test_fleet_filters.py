@@ -55,7 +55,7 @@ PLAYBOOK = """
 
 
 def test_filter_names():
-    assert sorted(FilterModule().filters()) == ["fleet_guard", "fleet_guard_plan", "fleet_outcome"]
+    assert sorted(FilterModule().filters()) == ["fleet_guard", "fleet_guard_plan", "fleet_outcome", "fleet_slice"]
 
 
 def run(tmp_path, *extra):
@@ -124,3 +124,10 @@ def test_serial_in_inventory_stops_the_first_batch_before_probing(runs):
     assert rc != 0, out
     assert "the first batch has 4 host(s) but specdec_serial=1 asks for 1" in out
     assert "(item=h1)" not in out
+
+
+def test_fleet_slice_refuses_a_slice_it_cannot_read():
+    from ansible.errors import AnsibleFilterError
+
+    with pytest.raises(AnsibleFilterError, match="fleet_slice: specdec_slice must read K/N"):
+        FilterModule().filters()["fleet_slice"]({"h": {}}, ["h"], "3")
