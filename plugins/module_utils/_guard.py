@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -241,12 +242,21 @@ def wake_parked(state, run_command_, clock=time.time, sleep=time.sleep, reclaim_
     return ok, detail, rec
 
 
-def _boot_time():
+def _boot_time(proc="/proc", clock=time.time):
+    """When this system booted: when its PID 1 started. /proc/uptime alone is the kernel's, which in a container
+    (systemd-nspawn, the mock hosts) is the machine's boot, not this system's; PID 1's start time (ticks since the
+    kernel's boot, /proc/1/stat field 22) is this system's on a host and in a container alike."""
     try:
-        with open("/proc/uptime") as handle:
-            return time.time() - float(handle.read().split()[0])
+        with open(os.path.join(proc, "uptime")) as handle:
+            kernel = clock() - float(handle.read().split()[0])
     except (OSError, ValueError, IndexError):
         return None
+    try:
+        with open(os.path.join(proc, "1", "stat")) as handle:
+            ticks = int(handle.read().rsplit(")", 1)[1].split()[19])
+        return kernel + ticks / float(os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return kernel
 
 
 def restore(statefile, state, why, run_command_=run_command, clock=time.time, sleep=time.sleep, reclaim_kw=None):

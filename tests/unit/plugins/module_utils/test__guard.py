@@ -17,7 +17,7 @@ import urllib.request
 
 import pytest
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _guard_lease, _guard_state, _lock, _unitfile
+from ansible_collections.llmops.specdec.plugins.module_utils import _guard, _guard_lease, _guard_state, _lock, _unitfile
 from ansible_collections.llmops.specdec.tests.unit.plugins.module_utils.guard_host import (
     CAND_MIB, PROD_MIB, RUN, UNIT, Switch, gpu_procs, health, wait_gone, wait_until)
 from ansible_collections.llmops.specdec.tests.unit.plugins.module_utils.reclaim_host import REPO, alive
@@ -351,3 +351,22 @@ def test_a_following_worker_restores_as_soon_as_its_group_breaks(gpus, sd, tmp_p
     rec = sw.wait_record(deadline_s=60)
     assert rec["outcome"] == "restored_by_guard" and rec["why"] == "group_broke" and rec["follow"]["broke"], rec
     assert health(sw.port) == 200
+
+
+def test_the_boot_time_is_pid_1s_start_in_a_container_too(tmp_path):
+    """At boot the guard records when this system booted: PID 1's start (ticks after the kernel's boot), not the
+    kernel's boot, which in a container (the mock hosts) is the machine's (seen: fault_at hours before the case)."""
+    (tmp_path / "1").mkdir()
+    (tmp_path / "uptime").write_text("1000.00 1800.00\n")
+    # comm may hold spaces and parentheses; starttime is field 22 (index 19 after the closing parenthesis)
+    fields = ["S", "0", "1", "1", "0", "-1", "4194560", "0", "0", "0", "0", "0", "0", "0", "0", "20", "0", "1", "0", "90000"]
+    (tmp_path / "1" / "stat").write_text("1 (sys (temd)) %s 123 456\n" % " ".join(fields))
+    hz = os.sysconf("SC_CLK_TCK")
+    assert _guard._boot_time(str(tmp_path), clock=lambda: 5000.0) == pytest.approx(4000.0 + 90000 / hz)
+    (tmp_path / "1" / "stat").unlink()
+    assert _guard._boot_time(str(tmp_path), clock=lambda: 5000.0) == pytest.approx(4000.0)
+    (tmp_path / "uptime").unlink()
+    assert _guard._boot_time(str(tmp_path)) is None
+    # This machine's: after the kernel's boot, before now.
+    kernel = time.time() - float(open("/proc/uptime").read().split()[0])
+    assert kernel - 1 <= _guard._boot_time() <= time.time()
