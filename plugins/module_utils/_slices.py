@@ -63,7 +63,7 @@ def _node_order(hostvars, host):
 def deal(hostvars, hosts, count):
     """The N slices: a list of N lists of service names (see the module docstring)."""
     groups = services(hostvars, hosts)
-    slices = [[] for _ in range(count)]
+    slices = [[] for _k in range(count)]
     sizes = [0] * count
     for name in sorted(groups, key=lambda n: (-len(groups[n]), n)):
         k = min(range(count), key=lambda i: (sizes[i], i))

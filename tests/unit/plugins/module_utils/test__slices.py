@@ -59,7 +59,7 @@ def test_the_deal_is_the_same_whatever_order_ansible_lists_the_hosts_in():
     hv = fleet(GROUPS, SINGLES)
     expected = [_slices.pick(hv, sorted(hv), "%d/3" % k) for k in (1, 2, 3)]
     rng = random.Random(7)
-    for _ in range(20):
+    for _round in range(20):
         hosts = list(hv)
         rng.shuffle(hosts)
         assert [_slices.pick(hv, hosts, "%d/3" % k) for k in (1, 2, 3)] == expected
