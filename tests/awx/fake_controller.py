@@ -100,8 +100,12 @@ class FakeController:
                 if dropped:
                     errors.append("Variables %s provided but not allowed on launch" % ", ".join(dropped))
         if endpoint == "workflow_job_template_nodes":
-            if merged.get("unified_job_template") not in {o["id"] for o in self._unified()}:
+            ujt = next((o for o in self._unified() if o["id"] == merged.get("unified_job_template")), None)
+            if ujt is None:
                 errors.append("unified_job_template %s does not exist" % merged.get("unified_job_template"))
+            elif merged.get("extra_data") and not ujt.get("ask_variables_on_launch"):
+                # A node's extra_data are prompts: AWX takes them only where the template asks for variables.
+                errors.append("extra_data given but %s does not prompt for variables on launch" % ujt.get("name"))
         return errors
 
     # --- HTTP --------------------------------------------------------------------------------------

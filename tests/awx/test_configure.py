@@ -71,10 +71,27 @@ def test_creates_the_workflow_baseline_then_sweep(applied):
 
 def test_creates_the_nightly_schedule_on_the_nightly_template(applied):
     controller = applied[0]
-    (schedule,) = controller.objects["schedules"].values()
-    assert schedule["unified_job_template"] == controller.named("job_templates", "specdec nightly")["id"]
+    by_target = {s["unified_job_template"]: s for s in controller.objects["schedules"].values()}
+    assert len(by_target) == 2
+    schedule = by_target[controller.named("job_templates", "specdec nightly")["id"]]
     assert schedule["rrule"] == "DTSTART;TZID=UTC:20260101T020000 RRULE:FREQ=DAILY;INTERVAL=1"
     assert schedule["enabled"] is True
+    # The same night in slices: on its workflow, shipped disabled (enable one of the two).
+    sliced = by_target[controller.named("workflow_job_templates", "specdec nightly in slices")["id"]]
+    assert sliced["rrule"] == schedule["rrule"] and sliced["enabled"] is False
+
+
+def test_creates_the_slice_workflow_with_one_node_per_slice(applied):
+    controller = applied[0]
+    workflow = controller.named("workflow_job_templates", "specdec nightly in slices")
+    nodes = [n for n in controller.objects["workflow_job_template_nodes"].values() if n["workflow_job_template"] == workflow["id"]]
+    nightly = controller.named("job_templates", "specdec nightly")
+    assert {n["unified_job_template"] for n in nodes} == {nightly["id"]} and nightly["allow_simultaneous"] is True
+    extra = [n["extra_data"] if isinstance(n["extra_data"], dict) else json.loads(n["extra_data"]) for n in nodes]
+    assert sorted(e["specdec_slice"] for e in extra) == ["1/4", "2/4", "3/4", "4/4"]
+    # Every node a root: AWX starts them at once.
+    assert not any(controller.linked("workflow_job_template_nodes", n["id"], kind)
+                   for n in nodes for kind in ("success_nodes", "failure_nodes", "always_nodes"))
 
 
 def test_second_run_changes_nothing(applied):

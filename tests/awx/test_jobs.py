@@ -98,7 +98,7 @@ def test_baseline_job_stores_the_running_configuration(fleet, job):
 
 
 def test_nightly_job_checks_against_the_baseline_then_sweeps(fleet, job, controller_config):
-    (schedule,) = controller_config["controller_schedules"]
+    (schedule,) = [s for s in controller_config["controller_schedules"] if s["unified_job_template"].endswith(" nightly")]
     done = job(schedule["unified_job_template"], launch_vars=schedule["extra_data"], from_ui=False)
     assert done.status == "successful", done
 
