@@ -73,16 +73,21 @@ def probe(args, address):
     return json.loads(out.stdout) if out.returncode == 0 else {"error": out.stderr[-500:]}
 
 
-def main():
+def parse_args(*required):
+    """The options of a group fault: ``required`` and the common ones. (args, [[NAME, ADDRESS], ...] the head first)."""
     ap = argparse.ArgumentParser()
-    for opt in ("--inventory", "--limit", "--step", "--unit", "--port", "--key"):
+    for opt in ("--inventory", "--limit", "--unit", "--port", "--key") + required:
         ap.add_argument(opt, required=True)
     ap.add_argument("--node", action="append", required=True, help="NAME=ADDRESS, the head first")
     ap.add_argument("--extra", default="{}")
     ap.add_argument("--log", default="/dev/null")
     ap.add_argument("--timeout", type=float, default=300)
     args = ap.parse_args()
-    nodes = [n.split("=", 1) for n in args.node]
+    return args, [n.split("=", 1) for n in args.node]
+
+
+def main():
+    args, nodes = parse_args("--step")
     root = os.environ.get("MOLECULE_PROJECT_DIRECTORY", os.getcwd())
     control_dir = tempfile.mkdtemp(prefix="kill-confirm-cp-")
     env = dict(os.environ, ANSIBLE_SSH_CONTROL_PATH_DIR=control_dir, PYTHONUNBUFFERED="1")
