@@ -51,13 +51,8 @@ def services(hostvars, hosts):
         if nodes and host not in nodes:
             raise SliceError("%s: spec_server_nodes %s does not list the host itself" % (host, nodes))
         head = nodes[0] if nodes else host
-        out.setdefault(head, []).append(host)
-    return {name: sorted(members, key=lambda h: _node_order(hostvars, h)) for name, members in out.items()}
-
-
-def _node_order(hostvars, host):
-    nodes = hostvars[host].get("spec_server_nodes") or []
-    return (list(nodes).index(host) if host in nodes else 0, host)
+        out.setdefault(head, []).append((nodes.index(host) if nodes else 0, host))
+    return {name: [host for _rank, host in sorted(members)] for name, members in out.items()}
 
 
 def deal(hostvars, hosts, count):
