@@ -91,6 +91,20 @@ def run_once(args, passthrough):
     return out
 
 
+def walked(events):
+    """The task files the run walked (a task of each started) and its trips from Jinja into the collection's
+    Python: the tasks that ran (not skipped) whose arguments or conditions call one of its filters."""
+    ran = {e["uuid"] for e in events if e["event"] == "result" and e["status"] != "skipped"}
+    files, trips = set(), []
+    for e in events:
+        if e["event"] != "task_start" or not e.get("path"):
+            continue
+        files.add(os.path.relpath(e["path"].rsplit(":", 1)[0], ROOT))
+        if e.get("filters") and e["uuid"] in ran:
+            trips.append({"task": e["name"][:70], "filters": e["filters"]})
+    return {"task_files": sorted(files), "task_files_n": len(files), "filter_trips": trips, "filter_trips_n": len(trips)}
+
+
 def analyse(events, wall):
     first, last = events[0], events[-1]
     start, end = first["t"], last["t"]
@@ -123,6 +137,7 @@ def analyse(events, wall):
         out["host_cpu_orchestration_s"] = out["host_cpu_s"] - bucket_cpu
     else:
         out["host_cpu_s"] = out["host_cpu_orchestration_s"] = None
+    out.update(walked(events))
     out["top"] = [(round(t["end"] - t["start"], 2), t["action"], t["name"][:70]) for t in sorted(tasks, key=lambda t: t["start"] - t["end"])[:12]]
     out["shape"] = [{"action": t["action"], "status": t["status"], "local": bool(t["local"])} for t in tasks]
     return out
@@ -209,6 +224,7 @@ def main():
                 ),
             )
         )
+        print("  walked %d task files; %d tasks that ran called the collection's filters" % (r["task_files_n"], r["filter_trips_n"]))
         if args.floor:
             print(
                 "  floor: the same shape as trivial tasks (%d) took %.1f s, Ansible start-up included (controller CPU %.1f s)"

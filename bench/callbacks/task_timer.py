@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 
 from ansible.plugins.callback import CallbackBase
@@ -20,6 +21,8 @@ short_description: write per-task wall times as JSON lines to $TASK_TIMER_OUT
 description: used by bench/switch_overhead.py
 requirements: [enable in ANSIBLE_CALLBACKS_ENABLED, set TASK_TIMER_OUT]
 '''
+
+_FILTER = re.compile(r"llmops\.specdec\.(\w+)")
 
 
 def _cpu_us(path):
@@ -54,8 +57,11 @@ class CallbackModule(CallbackBase):
 
     def v2_playbook_on_task_start(self, task, is_conditional):
         self._start[task._uuid] = time.time()
+        # path: the task file (file:line) it was read from; filters: the collection's filters its arguments call
+        # (each a trip from Jinja into the collection's Python and back), for switch_overhead's file and trip counts
         self._write({'event': 'task_start', 't': self._start[task._uuid], 'uuid': task._uuid,
-                     'name': task.get_name(), 'action': task.action})
+                     'name': task.get_name(), 'action': task.action, 'path': task.get_path(),
+                     'filters': sorted(set(_FILTER.findall(json.dumps(task.args, default=str) + ' ' + json.dumps(task.when, default=str))))})
 
     def v2_playbook_on_handler_task_start(self, task):
         self.v2_playbook_on_task_start(task, False)
