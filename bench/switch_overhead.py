@@ -50,7 +50,7 @@ LOCAL = {
     "spec_report",  # an action plugin: it writes the report in the controller's worker
 }
 # Steps whose time is the engine's or the benchmark's, not orchestration.
-BUCKETS = {"spec_bench": "benchmark", "engine_ready": "load_ready_wait", "gpu_reclaim": "reclaim_stop"}
+BUCKETS = {"spec_bench": "benchmark", "spec_bench_wait": "benchmark", "engine_ready": "load_ready_wait", "gpu_reclaim": "reclaim_stop"}
 
 
 def short(action):

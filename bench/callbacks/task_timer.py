@@ -22,7 +22,7 @@ description: used by bench/switch_overhead.py
 requirements: [enable in ANSIBLE_CALLBACKS_ENABLED, set TASK_TIMER_OUT]
 '''
 
-_FILTER = re.compile(r"llmops\.specdec\.(\w+)")
+_FILTER = re.compile(r"\|\s*llmops\.specdec\.(\w+)")  # a filter call, not a module or role name
 
 
 def _cpu_us(path):
