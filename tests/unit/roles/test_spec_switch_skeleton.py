@@ -1,0 +1,110 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, llmops.specdec developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The one skeleton under the lock (roles/spec_switch/tasks/under_lock.yml, issue 30 part 2).
+
+Read from the role's own files: every experiment that holds the lock goes through it with its middle, nothing else
+takes the lock but the two flows with an order of their own, and the skeleton's failure record is templated by
+ansible-playbook as the role writes it (one line: a folded YAML scalar keeps the newline before a more-indented line).
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+PLAYBOOK_BIN = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
+TASKS = os.path.join(REPO, "roles", "spec_switch", "tasks")
+# Entry file -> the middle it runs under the skeleton, and whether it may change the host.
+ENTRIES = {"main.yml": ("switch.yml", True), "sweep.yml": ("sweep_run.yml", True),
+           "nightly.yml": ("nightly_check.yml", False), "baseline_only.yml": ("baseline_measure.yml", False)}
+# The flows that put the skeleton's steps together in their own order (docs/switch.md says why).
+OWN_ORDER = {"under_lock.yml", "group.yml", "rollback_kept.yml"}
+
+
+def load(name):
+    with open(os.path.join(TASKS, name), encoding="utf-8") as f:
+        return yaml.safe_load(f) or []
+
+
+def walk(tasks):
+    """Every task, blocks opened at any depth."""
+    for t in tasks:
+        yield t
+        for key in ("block", "rescue", "always"):
+            yield from walk(t.get(key) or [])
+
+
+def includes(name, action):
+    return [t for t in walk(load(name)) if "ansible.builtin." + action in t]
+
+
+@pytest.mark.parametrize("entry", sorted(ENTRIES))
+def test_every_experiment_runs_its_middle_under_the_one_skeleton(entry):
+    middle, changes = ENTRIES[entry]
+    found = [t for t in includes(entry, "include_tasks") if t["ansible.builtin.include_tasks"] == "under_lock.yml"]
+    assert len(found) == 1, entry
+    args = found[0]["vars"]
+    assert args["__spec_switch_middle"] == middle and os.path.isfile(os.path.join(TASKS, middle))
+    assert args.get("__spec_switch_changes", True) is changes and args["__spec_switch_kind"]
+
+
+def test_only_the_skeleton_and_the_flows_with_their_own_order_take_the_lock():
+    takers = {name for name in os.listdir(TASKS) if name.endswith(".yml")
+              and any(t["ansible.builtin.import_tasks"] == "lock.yml" for t in includes(name, "import_tasks"))}
+    assert takers == OWN_ORDER
+    for name in takers:  # and each releases it whatever happens
+        assert any(t.get("always") and any("unlock.yml" in json.dumps(a) for a in t["always"]) for t in load(name)), name
+
+
+def test_the_skeleton_orders_its_steps():
+    top = load("under_lock.yml")
+    assert top[0]["ansible.builtin.import_tasks"] == "lock.yml"
+    body = top[1]
+    inner = body["block"][0]
+    steps = [t.get("ansible.builtin.include_tasks") for t in inner["block"]]
+    assert steps == ["snapshot.yml", "baseline.yml", "{{ __spec_switch_middle }}"]
+    after = [t.get("ansible.builtin.include_tasks") for t in body["block"][1:]]
+    assert after == ["guard_confirm.yml", "record.yml"]
+    assert body["always"][0]["ansible.builtin.import_tasks"] == "unlock.yml"
+
+
+def _failure_task():
+    found = [t for t in walk(load("under_lock.yml")) if t.get("name") == "Record why the run failed"]
+    assert len(found) == 1
+    return found[0]
+
+
+CASES = [  # kind, installed -> the reason's start
+    ("switch", True, "candidate failed in 'Wait': it crashed"),
+    ("switch", False, "switch aborted before the service was touched in 'Wait': it crashed"),
+    ("sweep", True, "sweep failed in 'Wait': it crashed"),
+    ("tuning", False, "tuning aborted before the service was touched in 'Wait': it crashed"),
+]
+
+
+def test_the_failure_record_is_one_line_for_every_kind(tmp_path):
+    tasks = []
+    for i, (kind, installed, _want) in enumerate(CASES):
+        task = dict(_failure_task(), name="case %d" % i)
+        task["vars"] = dict(task["vars"], __spec_switch_kind=kind, __spec_switch_installed=installed,
+                            ansible_failed_task={"name": "Wait"}, ansible_failed_result={"msg": "it crashed"})
+        tasks += [task, {"name": "keep %d" % i, "ansible.builtin.set_fact": {"case_%d" % i: "{{ __spec_switch_verdict }}"}}]
+    out = tmp_path / "cases.json"
+    tasks.append({"name": "write", "ansible.builtin.copy": {"dest": str(out), "mode": "0600", "content": "{{ [%s] | to_json }}" % ", ".join(
+        "case_%d" % i for i in range(len(CASES)))}})
+    (tmp_path / "play.yml").write_text(yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, "tasks": tasks}]))
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    proc = subprocess.run([PLAYBOOK_BIN, "-i", "localhost,", "-c", "local", "-e", "ansible_python_interpreter=" + sys.executable,
+                           str(tmp_path / "play.yml")],
+                          cwd=REPO, capture_output=True, text=True, timeout=300, check=False, env=env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    cases = json.loads(out.read_text())
+    assert len(cases) == len(CASES)  # every case reached the task as the role writes it
+    for got, (_kind, _installed, want) in zip(cases, CASES):
+        assert got["reason"] == want and got["decision"] == "rollback" and got["speedup"] is None
