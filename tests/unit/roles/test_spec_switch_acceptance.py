@@ -3,8 +3,8 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """spec_switch's acceptance watch tasks, run by ansible-playbook on the controller (no host touched).
 
-The tasks are taken by name from the role's own files (record.yml's switch_record stores the kept acceptance, nightly.yml
-compares tonight's with it and writes the textfile), so their Jinja meets Ansible's templating (types,
+The tasks are taken by name from the role's own files (record.yml's switch_record stores the kept acceptance,
+nightly_check.yml reads it back, nightly.yml compares tonight's with it and writes the textfile), so their Jinja meets Ansible's templating (types,
 from_json, the file written and read back) as it does on a host; molecule/verdict/plays/acceptance_drop.yml
 runs them on a mock vLLM host with a real drop.
 """
@@ -84,7 +84,7 @@ def build(tmp_path):
     setup = {"name": "Stand in for the switch's record", "ansible.builtin.set_fact": {"spec_switch_record": {
         "outcome": "{{ 'kept' if keep else 'rolled_back' }}", "at": "2026-11-30T02:00:00Z", "acceptance": record_key("acceptance")}}}
     keep = [task("record.yml", "Write the record on the host (history, textfile, and the kept candidate as the baseline)")]
-    nightly = [task("nightly.yml", "Read the acceptance stored when the running configuration was kept"),
+    nightly = [task("nightly_check.yml", "Read the acceptance stored when the running configuration was kept"),
                task("nightly.yml", "Compare tonight's acceptance with the one stored when the configuration was kept"),
                {"name": "Stand in for the nightly record", "ansible.builtin.set_fact": {"spec_switch_nightly_record": {
                    "acceptance_watch": nightly_key("acceptance_watch"), "acceptance_dropped": nightly_key("acceptance_dropped")}}},
