@@ -28,15 +28,17 @@ UNIT_TEXT = "[Service]\nExecStart=/usr/bin/true\n"
 UNIT = hashlib.sha256(UNIT_TEXT.encode()).hexdigest()  # the kept unit's checksum, as switch_record reads it
 
 
-def _tasks(path):
-    """Every task of a task file, blocks opened (block, rescue, always)."""
-    out = []
-    for task in yaml.safe_load(open(path, encoding="utf-8")):
-        out.append(task)
+def walk(tasks):
+    """Every task, blocks opened at any depth (block, rescue, always)."""
+    for t in tasks:
+        yield t
         for key in ("block", "rescue", "always"):
-            if key in task:
-                out.extend(t for t in task[key])
-    return out
+            yield from walk(t.get(key) or [])
+
+
+def _tasks(path):
+    with open(path, encoding="utf-8") as f:
+        return list(walk(yaml.safe_load(f) or []))
 
 
 def task(path, name):

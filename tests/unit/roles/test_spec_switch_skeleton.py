@@ -17,9 +17,9 @@ import sys
 import pytest
 import yaml
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-PLAYBOOK_BIN = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
-TASKS = os.path.join(REPO, "roles", "spec_switch", "tasks")
+from ansible_collections.llmops.specdec.tests.unit.roles.test_spec_switch_acceptance import PLAYBOOK_BIN, REPO, TASKS, walk
+from ansible_collections.llmops.specdec.tests.unit.roles.test_spec_switch_acceptance import task as named_task
+
 # Entry file -> the middle it runs under the skeleton, and whether it may change the host.
 ENTRIES = {"main.yml": ("switch.yml", True), "sweep.yml": ("sweep_run.yml", True),
            "nightly.yml": ("nightly_check.yml", False), "baseline_only.yml": ("baseline_measure.yml", False)}
@@ -30,14 +30,6 @@ OWN_ORDER = {"under_lock.yml", "group.yml", "rollback_kept.yml"}
 def load(name):
     with open(os.path.join(TASKS, name), encoding="utf-8") as f:
         return yaml.safe_load(f) or []
-
-
-def walk(tasks):
-    """Every task, blocks opened at any depth."""
-    for t in tasks:
-        yield t
-        for key in ("block", "rescue", "always"):
-            yield from walk(t.get(key) or [])
 
 
 def includes(name, action):
@@ -75,12 +67,6 @@ def test_the_skeleton_orders_its_steps():
     assert body["always"][0]["ansible.builtin.import_tasks"] == "unlock.yml"
 
 
-def _failure_task():
-    found = [t for t in walk(load("under_lock.yml")) if t.get("name") == "Record why the run failed"]
-    assert len(found) == 1
-    return found[0]
-
-
 CASES = [  # kind, installed -> the reason's start
     ("switch", True, "candidate failed in 'Wait': it crashed"),
     ("switch", False, "switch aborted before the service was touched in 'Wait': it crashed"),
@@ -92,7 +78,7 @@ CASES = [  # kind, installed -> the reason's start
 def test_the_failure_record_is_one_line_for_every_kind(tmp_path):
     tasks = []
     for i, (kind, installed, _want) in enumerate(CASES):
-        task = dict(_failure_task(), name="case %d" % i)
+        task = dict(named_task("under_lock.yml", "Record why the run failed"), name="case %d" % i)
         task["vars"] = dict(task["vars"], __spec_switch_kind=kind, __spec_switch_installed=installed,
                             ansible_failed_task={"name": "Wait"}, ansible_failed_result={"msg": "it crashed"})
         tasks += [task, {"name": "keep %d" % i, "ansible.builtin.set_fact": {"case_%d" % i: "{{ __spec_switch_verdict }}"}}]
