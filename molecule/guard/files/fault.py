@@ -19,14 +19,15 @@ FAULT, and watches until the host's guard has put production back and it answers
           has put production back and it answers, SIGCONT, and the playbook finishes, within --resume-timeout)
 
 With --fault stop (or --in-module), the fault lands only while the stage's module runs on the host (its
-AnsiballZ payload directory exists: engine_ready at load, spec_bench at bench), never between two tasks, when
-ansible-playbook's worker may not exist yet or not yet have left its process group. At --stage bench the
-benchmark ends on the host while the controller is frozen, so the controller's next step on the host, once
-resumed, is whatever follows the benchmark (the rollback's gpu_reclaim when the verdict is a rollback), with
-its lease already lost. The JSON then also has `frozen`
-(the processes frozen, how many of them outside ansible-playbook's process group, how many were seen
-stopped, how many had already exited, and any still running), `pid_restored` (production's MainPID
-when first seen restored), `resumed_at` and `pid_end` (its MainPID once the playbook ended).
+AnsiballZ payload directory exists: engine_ready at load, spec_bench at bench) and a worker of
+ansible-playbook exists outside its process group, never between two tasks, when the worker may not exist yet or not
+yet have left the group (spec_bench runs async: it runs on the host before the worker that waits on it
+starts). At --stage bench the benchmark ends on the host while the controller is frozen, so the controller's
+next step on the host, once resumed, is whatever follows the benchmark (the rollback's gpu_reclaim when the
+verdict is a rollback), with its lease already lost. The JSON then also has `frozen` (the processes frozen,
+how many of them outside ansible-playbook's process group, how many were seen stopped, how many had already
+exited, and any still running), `pid_restored` (production's MainPID when first seen restored), `resumed_at`
+and `pid_end` (its MainPID once the playbook ended).
 
 Prints one JSON document: the times (fault, production answering again, seconds between), the
 guard's history record, the playbook's exit code. molecule/guard asserts on it and on the host;
@@ -148,6 +149,14 @@ def tree(pid, procs):
         if not more:
             return found
         found |= more
+
+
+def has_worker(pid):
+    """Whether ansible-playbook has a worker now (a member of its tree outside its process group). The
+    benchmark runs async: between launching it and the first wait on it, its module runs on the host while
+    no worker of the controller exists yet, and a fault meant to land on the waiting worker would miss it."""
+    procs = processes()
+    return any(procs[p][2] != pid for p in tree(pid, procs) if p in procs)
 
 
 def freeze(pid, timeout=5.0):
@@ -272,7 +281,8 @@ def main():
         p = probe(args)
         if p and p["sha"] and p["sha"] != prod:
             seen["candidate"] = True
-        if reached(args.stage, seen, p, prod, args.fault, args.in_module):
+        if reached(args.stage, seen, p, prod, args.fault, args.in_module) \
+                and (not (args.in_module or args.fault == "stop") or has_worker(play.pid)):
             out["reached"] = True
             break
         time.sleep(0.2)
