@@ -73,25 +73,45 @@ CASES = [  # kind, installed -> the reason's start
     ("sweep", True, "sweep failed in 'Wait': it crashed"),
     ("tuning", False, "tuning aborted before the service was touched in 'Wait': it crashed"),
 ]
+# A run that only measures fails as it failed, naming what and where.
+MEASURING = [("nightly check", "nightly check failed in 'Wait': it crashed"),
+             ("baseline measurement", "baseline measurement failed in 'Wait': it crashed")]
+FAILED = {"ansible_failed_task": {"name": "Wait"}, "ansible_failed_result": {"msg": "it crashed"}}
 
 
-def test_the_failure_record_is_one_line_for_every_kind(tmp_path):
-    tasks = []
-    for i, (kind, installed, _want) in enumerate(CASES):
-        task = dict(named_task("under_lock.yml", "Record why the run failed"), name="case %d" % i)
-        task["vars"] = dict(task["vars"], __spec_switch_kind=kind, __spec_switch_installed=installed,
-                            ansible_failed_task={"name": "Wait"}, ansible_failed_result={"msg": "it crashed"})
-        tasks += [task, {"name": "keep %d" % i, "ansible.builtin.set_fact": {"case_%d" % i: "{{ __spec_switch_verdict }}"}}]
-    out = tmp_path / "cases.json"
-    tasks.append({"name": "write", "ansible.builtin.copy": {"dest": str(out), "mode": "0600", "content": "{{ [%s] | to_json }}" % ", ".join(
-        "case_%d" % i for i in range(len(CASES)))}})
+def run_tasks(tmp_path, tasks, keep):
+    """Run TASKS on localhost with the collection's config; returns the values of the facts named in KEEP."""
+    out = tmp_path / "kept.json"
+    tasks = tasks + [{"name": "write", "ansible.builtin.copy": {"dest": str(out), "mode": "0600", "content": "{{ [%s] | to_json }}" % ", ".join(
+        keep)}}]
     (tmp_path / "play.yml").write_text(yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, "tasks": tasks}]))
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_NOCOLOR="1")
     proc = subprocess.run([PLAYBOOK_BIN, "-i", "localhost,", "-c", "local", "-e", "ansible_python_interpreter=" + sys.executable,
                            str(tmp_path / "play.yml")],
                           cwd=REPO, capture_output=True, text=True, timeout=300, check=False, env=env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    cases = json.loads(out.read_text())
+    return json.loads(out.read_text())
+
+
+def test_the_failure_record_is_one_line_for_every_kind(tmp_path):
+    tasks = []
+    for i, (kind, installed, _want) in enumerate(CASES):
+        task = dict(named_task("under_lock.yml", "Record why the run failed"), name="case %d" % i)
+        task["vars"] = dict(task["vars"], __spec_switch_kind=kind, __spec_switch_installed=installed, **FAILED)
+        tasks += [task, {"name": "keep %d" % i, "ansible.builtin.set_fact": {"case_%d" % i: "{{ __spec_switch_verdict }}"}}]
+    cases = run_tasks(tmp_path, tasks, ["case_%d" % i for i in range(len(CASES))])
     assert len(cases) == len(CASES)  # every case reached the task as the role writes it
     for got, (_kind, _installed, want) in zip(cases, CASES):
         assert got["reason"] == want and got["decision"] == "rollback" and got["speedup"] is None
+
+
+def test_a_measuring_run_fails_naming_what_failed_and_where(tmp_path):
+    tasks = []
+    for i, (kind, _want) in enumerate(MEASURING):
+        task = dict(named_task("under_lock.yml", "Fail as the measurement failed (nothing on the host was changed)"), name="case %d" % i)
+        task.update(vars=dict(FAILED, __spec_switch_kind=kind, __spec_switch_changes=False), register="case_%d" % i, ignore_errors=True)
+        tasks.append(task)
+    cases = run_tasks(tmp_path, tasks, ["case_%d" % i for i in range(len(MEASURING))])
+    assert len(cases) == len(MEASURING)  # every case reached the fail task, as the role writes it
+    for got, (_kind, want) in zip(cases, MEASURING):
+        assert got["failed"] and got["msg"] == want
