@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) 2026, llmops.specdec developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filters over module_utils/_engine.py, _spec.py, _server.py and _unit.py: engine facts, specs, the checked unit settings, systemd quoting.
+"""Filters over module_utils/_engine.py, _spec.py, _server.py, _switch.py (with _verdict.py's thresholds) and _unit.py: engine facts,
+specs, the checked unit and switch settings, systemd quoting.
 
 Documentation of each filter lives beside this file in <filter name>.yml. A refused spec or an
 argv systemd cannot run raises AnsibleFilterError with the module_utils message, so a playbook
@@ -21,6 +22,7 @@ _spec = module_util("_spec")
 _suites = module_util("_suites")
 _switch = module_util("_switch")
 _unit = module_util("_unit")
+_verdict = module_util("_verdict")
 
 
 def _wrap(name, func):
@@ -62,7 +64,25 @@ def server_secret_env(settings):
 
 
 def switch_settings(settings):
-    return _switch.settings(settings)
+    out = _switch.settings(settings)
+    # The verdict's bars pass the same gate: one trip from Jinja for the switch's settings and thresholds.
+    try:
+        out["thresholds"] = _verdict.thresholds(settings.get("thresholds"))
+    except _verdict.VerdictError as exc:
+        raise _gate.GateError("spec_switch_thresholds: %s" % exc)
+    return out
+
+
+def switch_baseline(values):
+    out = _switch.baseline_identity(values)
+    # The verdict's plan passes the same gate; spec_switch_bench_requests is the baseline's request count and wins
+    # over a plan's baseline_requests.
+    try:
+        plan = values.get("plan") or {}
+        out["plan"] = _verdict.plan(dict(plan, baseline_requests=values.get("bench_requests")) if isinstance(plan, dict) else plan)
+    except _verdict.VerdictError as exc:
+        raise _gate.GateError("spec_switch_plan: %s" % exc)
+    return out
 
 
 def switch_prompts(path, fmt="auto", suite="reasoning"):
@@ -84,5 +104,5 @@ def systemd_env(env):
 class FilterModule:
     def filters(self):
         funcs = (engine_facts, spec_normalize, spec_args, spec_warnings, spec_describe, server_unit, server_secret_env, switch_settings,
-                 switch_prompts, switch_prompts_text, systemd_exec, systemd_env)
+                 switch_baseline, switch_prompts, switch_prompts_text, systemd_exec, systemd_env)
         return {f.__name__: _wrap(f.__name__, f) for f in funcs}

@@ -15,7 +15,7 @@ import re
 
 from ansible_collections.llmops.specdec.plugins.module_utils import _gate, _group, _suites
 
-__all__ = ["settings"]
+__all__ = ["settings", "baseline_identity", "prompts_source"]
 
 
 def _choice(field, value, choices):
@@ -138,3 +138,39 @@ def prompts_source(path, fmt='auto', suite='reasoning'):
     except ValueError as exc:
         raise _gate.GateError("%s: %s" % (field, exc))
     return prompts, source
+
+
+def baseline_identity(values):
+    """The baseline of this host, engine, model and suite (roles/spec_switch/tasks/key.yml, docs/verdict.md): the
+    prompts it runs on (their source: counts and a digest, never a text), where the operator's prompts wait on the
+    host (empty for a shipped suite), the baseline's file name, and the settings a stored one must have been
+    measured with to stand for a fresh one. ``values``: the role's variables without their ``spec_switch_`` prefix,
+    and ``host``, ``engine``, ``model`` (the served name, else the model)."""
+    g = _gate
+    v = values
+    _prompts, source = prompts_source(v.get("prompts_file"), v.get("prompts_format", "auto"), v.get("suite", "reasoning"))
+    engine = g.text("spec_server_engine", v.get("engine"))
+    model = g.text("spec_server_model", v.get("model"))
+    levels = g.word_list("spec_switch_bench_concurrency", v.get("bench_concurrency") or [],
+                         lambda field, item: g.integer(field, item, 1, 4096), max_items=32)
+    return {
+        "prompts": source,
+        "prompts_path": "" if source["synthetic"] else "%s/prompts-%s.jsonl" % (
+            g.path("spec_switch_state_dir", v.get("state_dir")).rstrip("/"), source["suite"]),
+        # A file name: what is not [A-Za-z0-9._-] becomes '_'.
+        "key": "__".join(re.sub(r"[^A-Za-z0-9._-]+", "_", part) for part in (engine, model, source["suite"])),
+        "settings": {
+            "host": g.text("inventory_hostname", v.get("host")), "engine": engine, "model": model,
+            "suite": source["suite"],
+            "api": _choice("spec_switch_bench_api", v.get("bench_api"), ("completions", "chat")),
+            # Empty: the levels come from the running-request gauge when the baseline is measured (its level_choice).
+            "concurrency": sorted(set(levels)),
+            "max_tokens": g.integer("spec_switch_bench_max_tokens", v.get("bench_max_tokens"), 1, 1 << 20),
+            "warmup": g.integer("spec_switch_bench_warmup", v.get("bench_warmup"), 0, 10000),
+            # Not compared: a stored baseline stands when it has at least this many waves at every level.
+            "min_waves": g.integer("spec_switch_bench_min_waves", v.get("bench_min_waves"), 0, 100000),
+            # Not compared either: a stored baseline stands only with output digests when the lossless check is on.
+            "lossless_prompts": g.integer("spec_switch_lossless_prompts", v.get("lossless_prompts", 8), 0, 1000),
+            "ignore_eos": True,
+        },
+    }

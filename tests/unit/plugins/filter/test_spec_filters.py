@@ -34,7 +34,8 @@ def render(env, text, **kw):
 
 def test_filter_names():
     assert sorted(FilterModule().filters()) == [
-        "engine_facts", "server_secret_env", "server_unit", "spec_args", "spec_describe", "spec_normalize", "spec_warnings", "switch_prompts",
+        "engine_facts", "server_secret_env", "server_unit", "spec_args", "spec_describe", "spec_normalize", "spec_warnings", "switch_baseline",
+        "switch_prompts",
         "switch_prompts_text", "switch_settings", "systemd_env",
         "systemd_exec"]
 
@@ -149,3 +150,39 @@ def test_the_prompts_filters_describe_the_operators_file_and_give_only_its_promp
     assert render(env, "{{ (p | switch_prompts('auto', 'coding')).synthetic }}", p="") == "True"
     with pytest.raises(AnsibleFilterError, match="spec_switch_prompts_file .* cannot be read on the controller"):
         render(env, "{{ p | switch_prompts }}", p=str(tmp_path / "missing"))
+
+
+def test_switch_settings_checks_the_thresholds_at_the_same_gate(env):
+    from ansible_collections.llmops.specdec.tests.unit.plugins.module_utils.test__switch import GOOD
+    out = FilterModule().filters()["switch_settings"](dict(GOOD, thresholds={"min_speedup": "1.2"}))
+    assert out["thresholds"]["min_speedup"] == 1.2 and out["thresholds"]["max_tpot_regression"] == 0.05  # a default kept
+    assert FilterModule().filters()["switch_settings"](GOOD)["thresholds"]["min_speedup"] == 1.05  # none given: the defaults
+    with pytest.raises(AnsibleFilterError, match="^switch_settings: spec_switch_thresholds: unknown threshold 'speedup'"):
+        render(env, "{{ v | switch_settings }}", v=dict(GOOD, thresholds={"speedup": 2}))
+
+
+IDENTITY = {"prompts_file": "", "prompts_format": "auto", "suite": "coding", "state_dir": "/var/lib/llmops-specdec",
+            "host": "gpu-1", "engine": "vllm", "model": "Qwen/Qwen3 8B", "bench_api": "completions",
+            "bench_concurrency": ["8", 1, 8], "bench_max_tokens": "256", "bench_warmup": 1, "bench_min_waves": 3,
+            "lossless_prompts": 8, "plan": {"first_round": 12}, "bench_requests": 48}
+
+
+def test_switch_baseline_names_the_baseline_and_checks_its_plan(env, tmp_path):
+    out = FilterModule().filters()["switch_baseline"](IDENTITY)
+    assert out["key"] == "vllm__Qwen_Qwen3_8B__coding"  # a run of other characters is one '_'
+    assert out["prompts"]["synthetic"] and out["prompts_path"] == ""
+    assert out["settings"] == {"host": "gpu-1", "engine": "vllm", "model": "Qwen/Qwen3 8B", "suite": "coding",
+                               "api": "completions", "concurrency": [1, 8], "max_tokens": 256, "warmup": 1,
+                               "min_waves": 3, "lossless_prompts": 8, "ignore_eos": True}
+    # spec_switch_bench_requests wins over the plan's own baseline_requests; the rest of the plan is checked and kept.
+    assert out["plan"]["baseline_requests"] == 48 and out["plan"]["first_round"] == 12 and out["plan"]["rounds"]
+    # The operator's prompts: read on the controller, named by their digest, waiting on the host beside the state.
+    log = tmp_path / "requests.jsonl"
+    log.write_text('{"model": "m", "messages": [{"role": "user", "content": "hello"}]}\n')
+    ops = FilterModule().filters()["switch_baseline"](dict(IDENTITY, prompts_file=str(log)))
+    assert ops["prompts"]["suite"].startswith("ops-") and ops["key"] == "vllm__Qwen_Qwen3_8B__" + ops["prompts"]["suite"]
+    assert ops["prompts_path"] == "/var/lib/llmops-specdec/prompts-%s.jsonl" % ops["prompts"]["suite"]
+    with pytest.raises(AnsibleFilterError, match="^switch_baseline: spec_switch_plan: unknown plan setting 'alpah'"):
+        render(env, "{{ v | switch_baseline }}", v=dict(IDENTITY, plan={"alpah": 0.1}))
+    with pytest.raises(AnsibleFilterError, match="^switch_baseline: spec_switch_bench_max_tokens"):
+        render(env, "{{ v | switch_baseline }}", v=dict(IDENTITY, bench_max_tokens="lots"))
