@@ -263,8 +263,12 @@ def secret_env_text(settings):
     return "".join(_unit.env_file_line(k, secrets[k]) for k in sorted(secrets))
 
 
+def _unset(value):
+    return value is None or value == ""
+
+
 def _optional(value, check):
-    return None if value is None or value == "" else check(value)
+    return None if _unset(value) else check(value)
 
 
 def unit_settings(settings):
@@ -276,12 +280,14 @@ def unit_settings(settings):
         raise g.GateError("spec_server_engine must be one of %s, got %r" % (", ".join(_engine.NAMES), engine))
     tp = g.integer("spec_server_tensor_parallel_size", s.get("tensor_parallel_size", 1), 1, 64)
     s["unit"] = g.name("spec_server_unit", s["unit"], "unit")
-    s["executable"] = g.path("spec_server_executable", s["executable"])
+    # Unset (the role's default): the engine's own, from its adapter, so the role's defaults call no filter.
+    adapter = _engine.get(engine)
+    s["executable"] = g.path("spec_server_executable", adapter.EXECUTABLE if _unset(s.get("executable")) else s["executable"])
     model = g.text("spec_server_model", s.get("model"), no_dash=True)
     s["served_model_name"] = g.text("spec_server_served_model_name", s.get("served_model_name") or "",
                                     max_len=255, allow_empty=True, no_dash=True)
     s["host"] = g.name("spec_server_host", s.get("host") or "", "host")
-    s["port"] = g.integer("spec_server_port", s.get("port"), 1, 65535)
+    s["port"] = g.integer("spec_server_port", adapter.DEFAULT_PORT if _unset(s.get("port")) else s["port"], 1, 65535)
     s["load_format"] = _load_format(engine, s.get("load_format") or "")
     s["gpu_memory_utilization"] = _optional(s.get("gpu_memory_utilization"), lambda v: g.number(
         "spec_server_gpu_memory_utilization", v, 0.0, 1.0, lo_open=True))
@@ -336,6 +342,8 @@ def unit_settings(settings):
     return {
         "engine": engine,
         "unit": s["unit"],
+        "port": s["port"],
+        "executable": s["executable"],
         "label": g.text("spec label", _spec.describe(spec)),
         "spec": spec,
         "spec_warnings": warnings,

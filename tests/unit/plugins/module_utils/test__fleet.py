@@ -17,6 +17,7 @@ from ansible.utils.helpers import pct_to_int
 
 from ansible_collections.llmops.specdec.plugins.filter import spec as spec_filters
 from ansible_collections.llmops.specdec.plugins.module_utils import _fleet, _server
+from ansible_collections.llmops.specdec.tests.unit.plugins.module_utils import unit_render
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 HOSTS = ["flt-1", "flt-2", "flt-3", "flt-4"]
@@ -149,7 +150,10 @@ def test_probe_defaults_are_the_server_roles(engine):
     )
     got = _fleet.probe_target({"spec_server_engine": engine, "spec_server_model": "/m"})
     assert got["unit"] == defaults["spec_server_unit"]
-    assert got["url"] == "http://%s:%s" % (defaults["spec_server_host"], defaults["spec_server_port"])
+    # The role leaves the port unset (null): its render takes the engine's own, as the probe does.
+    assert defaults["spec_server_port"] is None
+    port = unit_render.render(engine=engine, unit=defaults["spec_server_unit"], port=None)[1]["port"]
+    assert got["url"] == "http://%s:%s" % (defaults["spec_server_host"], port)
     assert got["model"] == ("/m" if engine == "vllm" else None)
     assert _fleet.probe_target({"spec_server_model": "/m"})["engine"] == "vllm"
 

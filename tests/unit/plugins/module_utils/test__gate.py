@@ -12,7 +12,7 @@ import shlex
 
 import pytest
 
-from ansible_collections.llmops.specdec.plugins.module_utils import _gate, _server, _spec, _unit
+from ansible_collections.llmops.specdec.plugins.module_utils import _engine, _gate, _server, _spec, _unit
 from ansible_collections.llmops.specdec.tests.unit.plugins.module_utils.systemd_syntax import (
     parse_environment, parse_exec,
 )
@@ -436,3 +436,16 @@ def test_a_hostile_user_is_named_before_the_cache_directory_made_from_it():
     bad = "vllm\nExecStartPre=+/usr/bin/touch /root/x"
     msg = _refused("spec_server_user contains a control", user=bad, cache_dir="/var/cache/llmops-specdec/" + bad)
     assert "cache_dir" not in msg
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_an_unset_port_and_executable_are_the_engines_own(engine):
+    """The role's defaults leave them null (no filter call at every role start): the gate takes its adapter's."""
+    adapter = _engine.get(engine)
+    _text, checked = render(engine=engine, unit="%s-server.service" % engine)
+    assert checked["port"] == adapter.DEFAULT_PORT and checked["executable"] == adapter.EXECUTABLE
+    assert checked["argv"][checked["argv"].index("--port") + 1] == str(adapter.DEFAULT_PORT)
+    assert checked["ready_url"].startswith("http://127.0.0.1:%d" % adapter.DEFAULT_PORT)
+    # Set, they win, and an empty string is unset as null is.
+    _text, checked = render(engine=engine, unit="%s-server.service" % engine, port="8123", executable="")
+    assert checked["port"] == 8123 and checked["executable"] == adapter.EXECUTABLE

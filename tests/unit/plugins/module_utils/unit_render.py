@@ -20,8 +20,8 @@ TEMPLATE = os.path.join(REPO, "roles", "spec_server", "templates", "spec_server.
 
 # The role's defaults, without the spec_server_ prefix (roles/spec_server/defaults/main.yml).
 DEFAULTS = {
-    "engine": "vllm", "unit": "vllm-server.service", "executable": "/usr/local/bin/vllm", "model": "/models/llama",
-    "served_model_name": "", "host": "127.0.0.1", "port": 8000, "tensor_parallel_size": 1,
+    "engine": "vllm", "unit": "vllm-server.service", "executable": None, "model": "/models/llama",
+    "served_model_name": "", "host": "127.0.0.1", "port": None, "tensor_parallel_size": 1,
     "gpu_memory_utilization": None, "max_model_len": None, "cuda_visible_devices": [], "extra_args": [],
     "env": {}, "secret_env": {}, "api_key": "", "env_file": "/etc/llmops-specdec/secrets/vllm-server.service.env",
     "spec": {"method": "none"}, "user": "vllm", "group": "vllm", "working_dir": "/var/lib/vllm",
