@@ -24,25 +24,36 @@ def _choice(field, value, choices):
     return value
 
 
-def settings(values):
+def _bench(v):
+    """The benchmark settings a baseline is measured with, checked alike for the switch's settings and the
+    baseline's identity."""
     g = _gate
-    v = values
 
     def concurrency(field, item):
         return g.integer(field, item, 1, 4096)
 
     # No levels named: the baseline's benchmark takes them from the engine's running-request gauge (_levels).
     levels = g.word_list("spec_switch_bench_concurrency", v.get("bench_concurrency") or [], concurrency, max_items=32)
-    textfile = v.get("textfile_dir") or ""
-    out = {
-        "suite": _choice("spec_switch_suite", v.get("suite"), _suites.CATEGORIES),
+    return {
         "bench_api": _choice("spec_switch_bench_api", v.get("bench_api"), ("completions", "chat")),
         "bench_concurrency": sorted(set(levels)),
+        "bench_warmup": g.integer("spec_switch_bench_warmup", v.get("bench_warmup"), 0, 10000),
+        "bench_max_tokens": g.integer("spec_switch_bench_max_tokens", v.get("bench_max_tokens"), 1, 1 << 20),
+        # The lossless check (_bench_outputs, _verdict_lossless): prompts digested.
+        "lossless_prompts": g.integer("spec_switch_lossless_prompts", v.get("lossless_prompts", 8), 0, 1000),
+    }
+
+
+def settings(values):
+    g = _gate
+    v = values
+    textfile = v.get("textfile_dir") or ""
+    out = _bench(v)
+    out.update({
+        "suite": _choice("spec_switch_suite", v.get("suite"), _suites.CATEGORIES),
         "levels_observe": g.number("spec_switch_levels_observe", v.get("levels_observe", 10), 0.0, 3600.0),
         "levels_max": g.integer("spec_switch_levels_max", v.get("levels_max", 64), 1, 4096),
         "bench_requests": g.integer("spec_switch_bench_requests", v.get("bench_requests"), 1, 100000),
-        "bench_warmup": g.integer("spec_switch_bench_warmup", v.get("bench_warmup"), 0, 10000),
-        "bench_max_tokens": g.integer("spec_switch_bench_max_tokens", v.get("bench_max_tokens"), 1, 1 << 20),
         "bench_timeout": g.number("spec_switch_bench_timeout", v.get("bench_timeout"), 0.0, 86400.0, lo_open=True),
         "bench_request_timeout": g.number("spec_switch_bench_request_timeout", v.get("bench_request_timeout", 600),
                                           0.0, 86400.0, lo_open=True),
@@ -60,10 +71,9 @@ def settings(values):
         "prewarm": g.boolean("spec_switch_prewarm", v.get("prewarm", False)),
         "prewarm_margin_gib": g.number("spec_switch_prewarm_margin_gib", v.get("prewarm_margin_gib", 8), 0.0, 65536.0),
         "prewarm_timeout": g.integer("spec_switch_prewarm_timeout", v.get("prewarm_timeout", 900), 1, 86400),
-        # The lossless check (_bench_outputs, _verdict_lossless): prompts digested, and the opt-in for a lossy sampler.
-        "lossless_prompts": g.integer("spec_switch_lossless_prompts", v.get("lossless_prompts", 8), 0, 1000),
+        # The lossless check's opt-in for a lossy sampler.
         "lossy_sampler": g.boolean("spec_switch_lossy_sampler", v.get("lossy_sampler", False)),
-    }
+    })
     _group.refuse_switch(v.get("serving_group"), _choice("operation", v.get("operation", "switch"),
                                                          ("switch", "sweep", "tune")), out["park"])
     out["serving_group"] = v.get("serving_group")
@@ -151,8 +161,7 @@ def baseline_identity(values):
     _prompts, source = prompts_source(v.get("prompts_file"), v.get("prompts_format", "auto"), v.get("suite", "reasoning"))
     engine = g.text("spec_server_engine", v.get("engine"))
     model = g.text("spec_server_model", v.get("model"))
-    levels = g.word_list("spec_switch_bench_concurrency", v.get("bench_concurrency") or [],
-                         lambda field, item: g.integer(field, item, 1, 4096), max_items=32)
+    bench = _bench(v)
     return {
         "prompts": source,
         "prompts_path": "" if source["synthetic"] else "%s/prompts-%s.jsonl" % (
@@ -162,15 +171,15 @@ def baseline_identity(values):
         "settings": {
             "host": g.text("inventory_hostname", v.get("host")), "engine": engine, "model": model,
             "suite": source["suite"],
-            "api": _choice("spec_switch_bench_api", v.get("bench_api"), ("completions", "chat")),
+            "api": bench["bench_api"],
             # Empty: the levels come from the running-request gauge when the baseline is measured (its level_choice).
-            "concurrency": sorted(set(levels)),
-            "max_tokens": g.integer("spec_switch_bench_max_tokens", v.get("bench_max_tokens"), 1, 1 << 20),
-            "warmup": g.integer("spec_switch_bench_warmup", v.get("bench_warmup"), 0, 10000),
+            "concurrency": bench["bench_concurrency"],
+            "max_tokens": bench["bench_max_tokens"],
+            "warmup": bench["bench_warmup"],
             # Not compared: a stored baseline stands when it has at least this many waves at every level.
             "min_waves": g.integer("spec_switch_bench_min_waves", v.get("bench_min_waves"), 0, 100000),
             # Not compared either: a stored baseline stands only with output digests when the lossless check is on.
-            "lossless_prompts": g.integer("spec_switch_lossless_prompts", v.get("lossless_prompts", 8), 0, 1000),
+            "lossless_prompts": bench["lossless_prompts"],
             "ignore_eos": True,
         },
     }

@@ -186,3 +186,16 @@ def test_switch_baseline_names_the_baseline_and_checks_its_plan(env, tmp_path):
         render(env, "{{ v | switch_baseline }}", v=dict(IDENTITY, plan={"alpah": 0.1}))
     with pytest.raises(AnsibleFilterError, match="^switch_baseline: spec_switch_bench_max_tokens"):
         render(env, "{{ v | switch_baseline }}", v=dict(IDENTITY, bench_max_tokens="lots"))
+
+
+@pytest.mark.parametrize("model, refused", [
+    ("../../etc/cron.d/x", None),  # a path in the model's name: no '/' reaches the baseline's file name
+    ("m\n[Service]", "spec_server_model contains a control or line-separator character"),
+])
+def test_switch_baseline_keeps_a_hostile_model_name_out_of_host_paths(env, model, refused):
+    if refused:
+        with pytest.raises(AnsibleFilterError, match=refused.replace("[", "\\[")):
+            render(env, "{{ v | switch_baseline }}", v=dict(IDENTITY, model=model))
+        return
+    key = FilterModule().filters()["switch_baseline"](dict(IDENTITY, model=model))["key"]
+    assert "/" not in key and key == "vllm__.._.._etc_cron.d_x__coding"
